@@ -1,0 +1,72 @@
+// Package cli holds sluice's command line: one file per subcommand. Commands
+// parse and validate flags, then call into the packages that do the work.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, as DESIGN.md's CLI contract gives them.
+const (
+	ExitOK      = 0
+	ExitError   = 1
+	ExitBlocked = 3
+)
+
+// Execute runs the root command and returns the process exit code.
+func Execute() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := NewRootCommand()
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		var coded exitCoder
+		if errors.As(err, &coded) {
+			return coded.ExitCode()
+		}
+		return ExitError
+	}
+	return ExitOK
+}
+
+// exitCoder is an error that carries its own exit code.
+type exitCoder interface{ ExitCode() int }
+
+// NewRootCommand builds the sluice command tree.
+func NewRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sluice",
+		Short: "Drain Kubernetes nodes safely, within the cloud's deadline, and explain every blocker",
+		Long: "sluice cordons, drains and replaces nodes for every reason they go away (cloud maintenance,\n" +
+			"spot preemption, upgrades, expiry, drift, consolidation) under one set of disruption budgets.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCommand(), newSandboxCommand())
+	return root
+}
+
+// outputFormat is the value of -o/--output.
+type outputFormat string
+
+const (
+	outputText outputFormat = "text"
+	outputJSON outputFormat = "json"
+)
+
+func parseOutput(s string) (outputFormat, error) {
+	switch outputFormat(s) {
+	case "", outputText:
+		return outputText, nil
+	case outputJSON:
+		return outputJSON, nil
+	}
+	return "", fmt.Errorf("unknown --output %q: use text or json", s)
+}
