@@ -200,13 +200,22 @@ func createSample(ctx context.Context, out io.Writer, kubeconfig string, timeout
 	if err != nil {
 		return err
 	}
-	objs := fixture.SampleCluster()
-	if err := fixture.Create(ctx, client, objs...); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "created the sample cluster: %d objects (3 AKS pools, workloads in namespaces shop and monitoring)\n", len(objs))
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	nodes, workloads := fixture.SampleCluster()
+	if err := fixture.Create(ctx, client, nodes...); err != nil {
+		return err
+	}
+	// Workloads go in once every node is Ready, so the scheduler spreads them
+	// as it would on a settled cluster.
+	if err := waitNodesReady(ctx, client, len(nodes)); err != nil {
+		return err
+	}
+	if err := fixture.Create(ctx, client, workloads...); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "created the sample cluster: %d nodes in 3 AKS pools, %d workload objects in namespaces shop and monitoring\n",
+		len(nodes), len(workloads))
 	for {
 		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -229,6 +238,31 @@ func createSample(ctx context.Context, out io.Writer, kubeconfig string, timeout
 			fmt.Fprintf(out, "%d pods running, %d still pending after %s\n", running, waiting, timeout)
 			return nil
 		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func waitNodesReady(ctx context.Context, client kubernetes.Interface, want int) error {
+	for {
+		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing nodes: %w", err)
+		}
+		ready := 0
+		for _, n := range list.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d nodes to be Ready (%d are): %w", want, ready, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

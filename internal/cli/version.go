@@ -27,7 +27,7 @@ func newVersionCommand() *cobra.Command {
 				return enc.Encode(info)
 			}
 			commit := ""
-			if info.Commit != "" {
+			if info.Commit != "" && info.Commit != info.Version {
 				commit = " (" + info.Commit + ")"
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "sluice %s%s %s %s\n", info.Version, commit, info.GoVersion, info.Platform)

@@ -1,0 +1,114 @@
+package sandbox_test
+
+// The simulated kubelets: nodes stay Ready on their leases, become NotReady on
+// demand, pods start and (for Jobs) finish.
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sluice-dev/sluice/internal/sandbox"
+	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+)
+
+func annotateNode(t *testing.T, env *sandboxtest.Env, node, key string, value *string) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{key: value}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("annotating node %s: %v", node, err)
+	}
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNodeNotReadyOnDemand(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.New(t)
+	node := env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("nr"), 1))[0].Name
+	yes := "true"
+
+	annotateNode(t, env, node, sandbox.AnnotationNotReady, &yes)
+	env.WaitForNodeReady(t, node, false)
+	// The real node lifecycle controller reacts as it would to a dead kubelet.
+	env.WaitFor(t, 30*time.Second, "the not-ready taint", func(ctx context.Context) (bool, error) {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		return err == nil && hasTaint(n, corev1.TaintNodeNotReady), nil
+	})
+
+	annotateNode(t, env, node, sandbox.AnnotationNotReady, nil)
+	env.WaitForNodeReady(t, node, true)
+	env.WaitFor(t, 30*time.Second, "the not-ready taint to be lifted", func(ctx context.Context) (bool, error) {
+		n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		return err == nil && !hasTaint(n, corev1.TaintNodeNotReady), nil
+	})
+}
+
+func TestNodeLeaseIsRenewed(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.New(t)
+	node := env.CreateNodes(t, fixture.EKSNodeGroup(sandboxtest.UniqueName("lease"), 1))[0].Name
+	var first time.Time
+	env.WaitFor(t, 30*time.Second, "the node's lease", func(ctx context.Context) (bool, error) {
+		lease, err := env.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
+		if err != nil || lease.Spec.RenewTime == nil {
+			return false, nil
+		}
+		// kwok holds every lease under its own identity, where a kubelet uses the node name.
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			t.Fatalf("lease %s has no holder", node)
+		}
+		first = lease.Spec.RenewTime.Time
+		return true, nil
+	})
+	// kwok renews a 40s lease every quarter of it.
+	env.WaitFor(t, 30*time.Second, "the lease to be renewed", func(ctx context.Context) (bool, error) {
+		lease, err := env.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
+		return err == nil && lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(first), nil
+	})
+}
+
+func TestPodsStartAndJobsComplete(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.New(t)
+	pool := fixture.AKSPool(sandboxtest.UniqueName("job"), 1)
+	env.CreateNodes(t, pool)
+	env.Create(t, fixture.Job(env.Namespace, "report", 2, fixture.NodeSelector(pool.Selector()), fixture.CompletesAfter(2)))
+
+	pods := env.WaitForPods(t, "app=report", 2)
+	for _, p := range pods {
+		if p.Status.PodIP == "" || p.Status.HostIP == "" || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+			t.Errorf("pod %s: want an IP and a running container, got podIP=%q hostIP=%q containers=%+v",
+				p.Name, p.Status.PodIP, p.Status.HostIP, p.Status.ContainerStatuses)
+		}
+	}
+	env.WaitFor(t, 30*time.Second, "the job to complete", func(ctx context.Context) (bool, error) {
+		job, err := env.Client.BatchV1().Jobs(env.Namespace).Get(ctx, "report", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range job.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				return job.Status.Succeeded == 2, nil
+			}
+		}
+		return false, nil
+	})
+}
