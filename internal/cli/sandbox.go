@@ -183,7 +183,7 @@ func startSupervisor(ctx context.Context, opts sandboxOptions, bin string, timeo
 			if st.Error != "" {
 				return st, fmt.Errorf("starting the sandbox: %s", st.Error)
 			}
-			return st, fmt.Errorf("the sandbox supervisor exited (%v); see %s", err, logPath)
+			return st, fmt.Errorf("the sandbox supervisor exited; see %s: %w", logPath, err)
 		case <-tick.C:
 			st, err := sandbox.ReadState(opts.dir)
 			if err == nil && st.Ready {

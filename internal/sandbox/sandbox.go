@@ -443,7 +443,7 @@ func prepareDir(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("creating sandbox directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // a directory: 0700 is owner-only
 		return "", fmt.Errorf("securing sandbox directory: %w", err)
 	}
 	return dir, nil

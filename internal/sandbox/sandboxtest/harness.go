@@ -36,7 +36,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 )
 
-// KeepEnv, when set to 1, keeps the sandbox directory (logs, etcd data) after
+// KeepEnv names the variable that, set to 1, keeps the sandbox directory (logs, etcd data) after
 // the tests; it is also kept whenever a test failed.
 const KeepEnv = "SLUICE_SANDBOX_KEEP"
 
