@@ -49,7 +49,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newSandboxCommand())
+	root.AddCommand(newDrainCommand(), newVersionCommand(), newSandboxCommand())
 	return root
 }
 

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// drainFlags are `sluice drain`'s flags: kubectl drain's, then sluice's own.
+type drainFlags struct {
+	client      kube.ClientFlags
+	selector    string
+	podSelector string
+	dryRun      string
+	deadline    string
+	onDeadline  string
+	output      string
+	opts        drain.Options
+}
+
+func newDrainCommand() *cobra.Command {
+	f := &drainFlags{}
+	cmd := &cobra.Command{
+		Use:   "drain NODE... | -l SELECTOR",
+		Short: "Cordon nodes and evict their pods, within budgets and deadlines, explaining every blocker",
+		Long: `Drain cordons each node and evicts its pods through the Eviction API, honouring
+PodDisruptionBudgets. It takes kubectl drain's flags and adds its own: --deadline to finish
+before a node goes away, --parallel to drain several nodes under one shared budget.
+
+Pods that cannot leave are reported with a reason code (PDBBlocked, PDBDeadlock, MultiplePDBs,
+DoNotDisrupt, Unreplicated, LocalStorage, DaemonSetPod, ...) and what to change. A drain that can
+never finish (a budget that allows no eviction, a pod with no controller and no --force) evicts
+nothing and does not cordon.
+
+Exit status: 0 every node drained, 3 a pod could not leave, 1 an error.`,
+		Example: `  # Drain a node, leaving DaemonSet pods in place
+  sluice drain aks-user-12345678-vmss000000 --ignore-daemonsets
+
+  # A spot node goes away in 30 seconds: give every pod what grace fits
+  sluice drain aks-spot-12345678-vmss000001 --ignore-daemonsets --deadline 30s
+
+  # Drain a whole pool, five nodes at a time, as JSON
+  sluice drain -l kubernetes.azure.com/agentpool=spot --ignore-daemonsets --parallel 5 -o json
+
+  # What would happen, budgets included, without touching anything
+  sluice drain -l agentpool=user --ignore-daemonsets --dry-run`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDrain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, args)
+		},
+	}
+	fs := cmd.Flags()
+	f.client.AddFlags(fs)
+	fs.StringVarP(&f.selector, "selector", "l", "", "drain the nodes matching this label selector")
+	fs.BoolVar(&f.opts.IgnoreDaemonSets, "ignore-daemonsets", false, "leave DaemonSet-managed pods on the node")
+	fs.BoolVar(&f.opts.DeleteEmptyDirData, "delete-emptydir-data", false, "evict pods using emptyDir volumes (their data is lost)")
+	fs.BoolVar(&f.opts.Force, "force", false, "evict pods no controller manages (nothing recreates them)")
+	fs.Int64Var(&f.opts.GracePeriodSeconds, "grace-period", -1, "seconds each pod gets to terminate; -1 uses the pod's own")
+	fs.DurationVar(&f.opts.Timeout, "timeout", 0, "give up after this long; 0 waits while progress is possible")
+	fs.StringVar(&f.podSelector, "pod-selector", "", "only evict pods matching this label selector")
+	fs.BoolVar(&f.opts.DisableEviction, "disable-eviction", false, "delete pods instead of evicting them, bypassing PodDisruptionBudgets")
+	fs.StringVar(&f.dryRun, "dry-run", "none", `"client" (or "server") simulates the whole drain, budgets included, and changes nothing`)
+	fs.Lookup("dry-run").NoOptDefVal = "client"
+	fs.StringVar(&f.deadline, "deadline", "", "finish before this: a duration (30s) or a time (RFC 3339); grace periods are shortened to fit")
+	fs.StringVar(&f.onDeadline, "on-deadline", "delete", "a pod a budget still holds near the deadline: delete (with the grace left) or stop")
+	fs.IntVar(&f.opts.Parallel, "parallel", 1, "nodes drained at once; budgets are shared across them")
+	fs.IntVar(&f.opts.MaxInFlight, "max-in-flight", 50, "eviction requests outstanding at once")
+	fs.StringVarP(&f.output, "output", "o", "text", "report format: text or json")
+	return cmd
+}
+
+// toOptions validates the flags into drain options.
+func (f *drainFlags) toOptions(now time.Time, args []string) (drain.Options, outputFormat, error) {
+	opts := f.opts
+	format, err := parseOutput(f.output)
+	if err != nil {
+		return opts, "", err
+	}
+	if len(args) > 0 && f.selector != "" {
+		return opts, "", fmt.Errorf("name nodes or give --selector, not both")
+	}
+	if len(args) == 0 && f.selector == "" {
+		return opts, "", fmt.Errorf("name the nodes to drain, or select them with -l/--selector")
+	}
+	switch f.dryRun {
+	case "none", "":
+	case "client", "server":
+		opts.DryRun = true
+	default:
+		return opts, "", fmt.Errorf(`--dry-run %q: use "client" (or "server"; both simulate the drain client-side)`, f.dryRun)
+	}
+	if f.podSelector != "" {
+		sel, err := labels.Parse(f.podSelector)
+		if err != nil {
+			return opts, "", fmt.Errorf("--pod-selector %q: %w", f.podSelector, err)
+		}
+		opts.PodSelector = sel
+	}
+	if f.deadline != "" {
+		dl, err := parseDeadline(f.deadline, now)
+		if err != nil {
+			return opts, "", err
+		}
+		opts.Deadline = dl
+	}
+	opts.OnDeadline = drain.DeadlineAction(f.onDeadline)
+	host, _ := os.Hostname()
+	opts.Holder = "sluice drain@" + host
+	return opts, format, opts.Validate(now)
+}
+
+// parseDeadline reads a duration from now or an absolute RFC 3339 time.
+func parseDeadline(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("--deadline %s: must be in the future", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--deadline %q: give a duration (30s, 2m) or a time (2026-11-21T10:00:00Z)", s)
+	}
+	return t, nil
+}
+
+func runDrain(ctx context.Context, out, errOut io.Writer, f *drainFlags, args []string) error {
+	clk := clock.RealClock{}
+	opts, format, err := f.toOptions(clk.Now(), args)
+	if err != nil {
+		return err
+	}
+	client, _, err := f.client.Client()
+	if err != nil {
+		return err
+	}
+	nodes := args
+	if f.selector != "" {
+		if nodes, err = nodesMatching(ctx, client, f.selector); err != nil {
+			return err
+		}
+	}
+	progress := newProgressPrinter(errOut, clk)
+	hooks := drain.Hooks{Observer: progress}
+	if !opts.DryRun {
+		hooks.Recorder = kube.NewRecorder(client, clk, "sluice-drain")
+	}
+	d, err := drain.New(client, clk, opts, hooks)
+	if err != nil {
+		return err
+	}
+	stopProgress := progress.start()
+	report, err := d.Drain(ctx, nodes)
+	stopProgress()
+	if report != nil {
+		if format == outputJSON {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			if encErr := enc.Encode(report); encErr != nil {
+				return encErr
+			}
+		} else {
+			writeReport(out, report)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("draining: %w", err)
+	}
+	switch {
+	case report.Failed():
+		return exitError{code: ExitError, err: fmt.Errorf("the drain could not run on some nodes (see the report)")}
+	case !report.Drained():
+		return exitError{code: ExitBlocked, err: fmt.Errorf("some pods could not leave (see the report)")}
+	}
+	return nil
+}
+
+func nodesMatching(ctx context.Context, client kubernetes.Interface, selector string) ([]string, error) {
+	if _, err := labels.Parse(selector); err != nil {
+		return nil, fmt.Errorf("--selector %q: %w", selector, err)
+	}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return nil, fmt.Errorf("no nodes match %q", selector)
+	}
+	names := make([]string, len(list.Items))
+	for i, n := range list.Items {
+		names[i] = n.Name
+	}
+	return names, nil
+}
+
+// exitError carries an exit code other than 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// ExitCode is the process exit status for this error.
+func (e exitError) ExitCode() int { return e.code }
+

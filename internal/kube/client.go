@@ -1,0 +1,49 @@
+package kube
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ClientFlags are kubectl's connection flags: --kubeconfig (falling back to
+// $KUBECONFIG and ~/.kube/config) and --context.
+type ClientFlags struct {
+	Kubeconfig string
+	Context    string
+}
+
+// AddFlags registers the flags.
+func (f *ClientFlags) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&f.Context, "context", "", "the kubeconfig context to use")
+}
+
+// RESTConfig loads the client configuration the flags describe.
+func (f *ClientFlags) RESTConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	cfg.UserAgent = "sluice"
+	return cfg, nil
+}
+
+// Client builds a clientset from the flags.
+func (f *ClientFlags) Client() (kubernetes.Interface, *rest.Config, error) {
+	cfg, err := f.RESTConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building a client: %w", err)
+	}
+	return c, cfg, nil
+}

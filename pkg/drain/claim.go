@@ -1,0 +1,103 @@
+package drain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Node annotations through which a drain's state lives on the node itself, so
+// a crashed drain can be resumed and two drains never fight over one node.
+const (
+	// AnnotationDrain holds the claim of the drain in progress (JSON).
+	AnnotationDrain = "sluice.dev/drain"
+	// AnnotationCordonedBy records that sluice cordoned the node; sluice only
+	// ever uncordons nodes that carry it.
+	AnnotationCordonedBy = "sluice.dev/cordoned-by"
+	cordonedBySluice     = "sluice"
+)
+
+// claimTTL is how long a claim stays live without renewal; claimRenew is how
+// often a running drain renews it.
+const (
+	claimTTL   = 20 * time.Second
+	claimRenew = 5 * time.Second
+)
+
+// claim is a drain's record on the node.
+type claim struct {
+	ID       string     `json:"id"`
+	Holder   string     `json:"holder"`
+	Started  time.Time  `json:"started"`
+	Renewed  time.Time  `json:"renewed"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+}
+
+// claimOf reads the node's claim, if it has a well-formed one.
+func claimOf(node *corev1.Node) (claim, bool) {
+	var c claim
+	raw, ok := node.Annotations[AnnotationDrain]
+	if !ok || json.Unmarshal([]byte(raw), &c) != nil {
+		return claim{}, false
+	}
+	return c, true
+}
+
+// heldByOther reports a live claim by another drain.
+func heldByOther(node *corev1.Node, id string, now time.Time) (claim, bool) {
+	c, ok := claimOf(node)
+	if !ok || c.ID == id || now.Sub(c.Renewed) > claimTTL {
+		return c, false
+	}
+	return c, true
+}
+
+// claimAndCordon claims the node and cordons it in one conditional patch, so
+// two drains racing for a node cannot both win. It returns whether the node
+// was resumed from an earlier, abandoned drain.
+func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *corev1.Node, c claim) error {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encoding claim: %w", err)
+	}
+	annotations := map[string]any{AnnotationDrain: string(data)}
+	if !node.Spec.Unschedulable {
+		annotations[AnnotationCordonedBy] = cordonedBySluice
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": annotations},
+		"spec":     map[string]any{"unschedulable": true},
+	}
+	return patchNode(ctx, client, node.Name, patch)
+}
+
+// renewClaim refreshes the claim's renewal time.
+func renewClaim(ctx context.Context, client kubernetes.Interface, node string, c claim) error {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encoding claim: %w", err)
+	}
+	return patchNode(ctx, client, node, map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationDrain: string(data)}}})
+}
+
+// releaseClaim removes the claim; the cordon stays, as after kubectl drain.
+func releaseClaim(ctx context.Context, client kubernetes.Interface, node string) error {
+	return patchNode(ctx, client, node, map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationDrain: nil}}})
+}
+
+func patchNode(ctx context.Context, client kubernetes.Interface, node string, patch map[string]any) error {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return fmt.Errorf("encoding patch for node %s: %w", node, err)
+	}
+	if _, err := client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, data, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patching node %s: %w", node, err)
+	}
+	return nil
+}

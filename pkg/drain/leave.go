@@ -1,0 +1,293 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// step is what one attempt to move a pod decided.
+type step struct {
+	asked bool            // the pod was asked to leave: wait for it to go
+	wake  <-chan struct{} // try again as soon as this closes
+	after time.Duration   // or after this long
+}
+
+// leave moves one pod off the node: it retries until the pod has been asked to
+// leave, then waits for it to go. It returns when the pod is gone, the drain
+// stops, or the deadline forces a delete.
+func (nd *nodeDrain) leave(ctx context.Context, st *podState) {
+	defer st.settle()
+	if st.class.verdict == waitGone {
+		st.outcome, st.reason, st.message = PodDeleted, ReasonTerminating, st.class.message
+		nd.awaitGone(ctx, st)
+		return
+	}
+	backoff := time.Second
+	for {
+		if st.isGone() {
+			if st.outcome == "" || st.outcome == PodBlocked {
+				st.outcome, st.reason, st.message = PodDeleted, "", "deleted by someone else during the drain"
+			}
+			return
+		}
+		now := nd.clock.Now()
+		if !nd.stopAt.IsZero() && !now.Before(nd.stopAt) {
+			return
+		}
+		if nd.mayForce(st, now) {
+			nd.force(ctx, st)
+			return
+		}
+		s := nd.attempt(ctx, st, &backoff)
+		if s.asked {
+			// Like the kubelet's graceful shutdown, the next priority wave waits
+			// until this one has gone; against a deadline it starts at once, so
+			// every pod gets as much of its grace period as the time allows.
+			if !nd.opts.Deadline.IsZero() {
+				st.settle()
+			}
+			nd.awaitGone(ctx, st)
+			return
+		}
+		if !nd.pause(ctx, st, s) {
+			return
+		}
+	}
+}
+
+// attempt makes one try at moving the pod.
+func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Duration) step {
+	if st.class.verdict == hold {
+		nd.block(st, st.class.reason, st.class.message, nd.opts.Deadline.IsZero())
+		return step{after: time.Hour} // nothing changes until the deadline forces it
+	}
+	grace := nd.graceFor(st, nd.clock.Now())
+	if nd.opts.DisableEviction {
+		err := nd.deletePod(ctx, st, grace)
+		if err == nil || apierrors.IsNotFound(err) {
+			nd.asked(st, PodDeleted, grace)
+			return step{asked: true}
+		}
+		return nd.failed(st, err, backoff)
+	}
+	took := false
+	if st.pdb != nil {
+		ok, changed := nd.ledger.take(st.pdb.UID)
+		if !ok {
+			reason, msg := nd.diagnose(ctx, st.pdb)
+			nd.block(st, reason, msg, reason == ReasonPDBDeadlock)
+			return step{wake: changed, after: 5 * time.Second}
+		}
+		took = true
+	}
+	err := nd.evictPod(ctx, st, grace)
+	if err != nil && took {
+		nd.ledger.refund(st.pdb.UID)
+	}
+	switch {
+	case err == nil:
+		nd.asked(st, PodEvicted, grace)
+		return step{asked: true}
+	case apierrors.IsNotFound(err):
+		st.markGone(nd.clock.Now())
+		return step{asked: true}
+	case apierrors.IsConflict(err):
+		// The UID precondition failed: a pod of the same name is another pod.
+		if nd.replaced(ctx, st) {
+			st.markGone(nd.clock.Now())
+			return step{asked: true}
+		}
+		return step{after: time.Second}
+	case apierrors.IsTooManyRequests(err):
+		retry := time.Second
+		if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+			retry = time.Duration(s) * time.Second
+		}
+		if st.pdb == nil {
+			return step{after: retry} // the API server is throttling, not a budget
+		}
+		changed := nd.ledger.exhausted(st.pdb.UID)
+		reason, msg := nd.diagnose(ctx, st.pdb)
+		nd.block(st, reason, msg, reason == ReasonPDBDeadlock)
+		return step{wake: changed, after: max(retry, 5*time.Second)}
+	case isMultipleBudgets(err):
+		nd.block(st, ReasonMultiplePDBs, "more than one PodDisruptionBudget selects the pod and the eviction API refuses it: make the budgets' selectors disjoint", true)
+		return step{after: 30 * time.Second}
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		nd.block(st, ReasonAdmissionDenied, "the eviction was refused: "+err.Error(), false)
+		*backoff = min(*backoff*2, 30*time.Second)
+		return step{after: *backoff}
+	}
+	return nd.failed(st, err, backoff)
+}
+
+func (nd *nodeDrain) failed(st *podState, err error, backoff *time.Duration) step {
+	nd.block(st, ReasonError, err.Error(), false)
+	*backoff = min(*backoff*2, 30*time.Second)
+	return step{after: *backoff}
+}
+
+// pause waits before the next attempt; false means the drain is over for this pod.
+func (nd *nodeDrain) pause(ctx context.Context, st *podState, s step) bool {
+	wait := s.after
+	now := nd.clock.Now()
+	if at, ok := nd.forcePoint(st); ok {
+		wait = min(wait, at.Sub(now))
+	}
+	if !nd.stopAt.IsZero() {
+		wait = min(wait, nd.stopAt.Sub(now))
+	}
+	timer := nd.clock.NewTimer(max(wait, 0))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-st.gone:
+	case <-s.wake:
+	case <-timer.C():
+	}
+	return true
+}
+
+// awaitGone waits until the pod is gone, the drain stops, or ctx ends.
+func (nd *nodeDrain) awaitGone(ctx context.Context, st *podState) {
+	var stop <-chan time.Time
+	if !nd.stopAt.IsZero() {
+		timer := nd.clock.NewTimer(nd.stopAt.Sub(nd.clock.Now()))
+		defer timer.Stop()
+		stop = timer.C()
+	}
+	select {
+	case <-st.gone:
+	case <-stop:
+	case <-ctx.Done():
+	}
+}
+
+func (nd *nodeDrain) evictPod(ctx context.Context, st *podState, grace int64) error {
+	uid := st.pod.UID
+	eviction := &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Namespace: st.pod.Namespace, Name: st.pod.Name},
+		DeleteOptions: &metav1.DeleteOptions{
+			GracePeriodSeconds: &grace,
+			Preconditions:      &metav1.Preconditions{UID: &uid},
+		},
+	}
+	nd.inFlight <- struct{}{}
+	defer func() { <-nd.inFlight }()
+	return nd.client.CoreV1().Pods(st.pod.Namespace).EvictV1(ctx, eviction)
+}
+
+func (nd *nodeDrain) deletePod(ctx context.Context, st *podState, grace int64) error {
+	uid := st.pod.UID
+	nd.inFlight <- struct{}{}
+	defer func() { <-nd.inFlight }()
+	return nd.client.CoreV1().Pods(st.pod.Namespace).Delete(ctx, st.pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &grace,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+}
+
+// replaced reports whether the pod's name now belongs to another pod (or none).
+func (nd *nodeDrain) replaced(ctx context.Context, st *podState) bool {
+	p, err := nd.client.CoreV1().Pods(st.pod.Namespace).Get(ctx, st.pod.Name, metav1.GetOptions{})
+	return apierrors.IsNotFound(err) || (err == nil && p.UID != st.pod.UID)
+}
+
+func (nd *nodeDrain) asked(st *podState, outcome PodOutcome, grace int64) {
+	st.outcome, st.reason, st.grace, st.blockedSince = outcome, "", &grace, nil
+	st.message = st.class.message
+	st.stuck.Store(false)
+	nd.hooks.Observer.Observe(Progress{Time: nd.clock.Now(), Node: nd.name, Kind: ProgressEvicting, Pod: st.key, PDB: st.pdbName,
+		Message: fmt.Sprintf("grace %ds", grace)})
+}
+
+// block records why the pod cannot leave now; an Event and a progress line go
+// out when the reason changes, not on every retry.
+func (nd *nodeDrain) block(st *podState, reason Reason, message string, stuck bool) {
+	now := nd.clock.Now()
+	if st.blockedSince == nil {
+		st.blockedSince = &now
+	}
+	st.outcome, st.reason, st.message = PodBlocked, reason, message
+	st.stuck.Store(stuck)
+	st.settle()
+	if st.announced != reason {
+		st.announced = reason
+		nd.hooks.Observer.Observe(Progress{Time: now, Node: nd.name, Kind: ProgressBlocked, Pod: st.key, Reason: reason, Message: message, PDB: st.pdbName})
+		nd.hooks.Recorder.Eventf(st.pod, corev1.EventTypeWarning, "EvictionBlocked", "sluice drain of %s: %s: %s", nd.name, reason, message)
+	}
+}
+
+// podGrace is the grace period the pod asks for, or the --grace-period override.
+func (nd *nodeDrain) podGrace(st *podState) int64 {
+	if nd.opts.GracePeriodSeconds >= 0 {
+		return nd.opts.GracePeriodSeconds
+	}
+	if st.pod.Spec.TerminationGracePeriodSeconds != nil {
+		return *st.pod.Spec.TerminationGracePeriodSeconds
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds
+}
+
+// graceFor is the grace to give the pod now: its own, shortened to end a
+// second before the deadline.
+func (nd *nodeDrain) graceFor(st *podState, now time.Time) int64 {
+	g := nd.podGrace(st)
+	if nd.opts.Deadline.IsZero() {
+		return g
+	}
+	left := int64(nd.opts.Deadline.Sub(now)/time.Second) - 1
+	return max(min(g, left), 1)
+}
+
+// forcePoint is when a held pod must be deleted to still get its whole grace
+// period before the deadline; only with --on-deadline=delete.
+func (nd *nodeDrain) forcePoint(st *podState) (time.Time, bool) {
+	if nd.opts.Deadline.IsZero() || nd.opts.OnDeadline != OnDeadlineDelete || st.blockedSince == nil {
+		return time.Time{}, false
+	}
+	return nd.opts.Deadline.Add(-time.Duration(nd.podGrace(st)+1) * time.Second), true
+}
+
+func (nd *nodeDrain) mayForce(st *podState, now time.Time) bool {
+	at, ok := nd.forcePoint(st)
+	return ok && !now.Before(at)
+}
+
+// force deletes a pod a budget or an annotation still holds, because the
+// deadline leaves no time to wait: the node is going away, and a graceful
+// delete now beats a hard kill later.
+func (nd *nodeDrain) force(ctx context.Context, st *podState) {
+	now := nd.clock.Now()
+	grace := nd.graceFor(st, now)
+	why := fmt.Sprintf("deleted despite %s (%s) with %ds grace: the deadline is in %s", st.reason, st.message, grace,
+		nd.opts.Deadline.Sub(now).Round(time.Second))
+	err := nd.deletePod(ctx, st, grace)
+	if err != nil && !apierrors.IsNotFound(err) {
+		nd.block(st, ReasonError, "forcing before the deadline: "+err.Error(), false)
+		nd.awaitGone(ctx, st)
+		return
+	}
+	st.outcome, st.reason, st.message, st.grace, st.blockedSince = PodDeleted, ReasonDeadlineForced, why, &grace, nil
+	st.stuck.Store(false)
+	nd.hooks.Observer.Observe(Progress{Time: now, Node: nd.name, Kind: ProgressForced, Pod: st.key, Reason: ReasonDeadlineForced, Message: why, PDB: st.pdbName})
+	nd.hooks.Recorder.Eventf(st.pod, corev1.EventTypeWarning, string(ReasonDeadlineForced), "sluice drain of %s: %s", nd.name, why)
+	nd.awaitGone(ctx, st)
+}
+
+// isMultipleBudgets recognises the API server's refusal to evict a pod that
+// several budgets select (a 500, not a 429).
+func isMultipleBudgets(err error) bool {
+	var status apierrors.APIStatus
+	return apierrors.IsInternalError(err) && errors.As(err, &status) &&
+		strings.Contains(status.Status().Message, "more than one PodDisruptionBudget")
+}

@@ -1,0 +1,429 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// systemCriticalPriority is the priority from which pods are system-critical
+// (system-cluster-critical and system-node-critical); they leave last.
+const systemCriticalPriority = 2000000000
+
+// nodeDrain is the drain of one node.
+type nodeDrain struct {
+	*run
+	name  string
+	node  *corev1.Node
+	start time.Time
+
+	mu     sync.Mutex
+	states []*podState
+	byUID  map[types.UID]*podState
+}
+
+// podState is one pod's way off the node. Its result fields are written by
+// the pod's own goroutine and read once that goroutine has ended.
+type podState struct {
+	pod   *corev1.Pod
+	key   string
+	class classification
+	pdb   *policyv1.PodDisruptionBudget
+
+	gone       chan struct{}
+	goneOnce   sync.Once
+	goneAt     atomic.Int64 // unix nanoseconds
+	settled    chan struct{} // gone, asked to leave, or refused once: its wave may move on
+	settleOnce sync.Once
+	stuck      atomic.Bool // blocked in a way waiting will not fix
+
+	started      atomic.Bool
+	outcome      PodOutcome
+	reason       Reason
+	message      string
+	pdbName      string
+	blockedSince *time.Time
+	grace        *int64
+	announced    Reason
+}
+
+func (st *podState) markGone(at time.Time) {
+	st.goneOnce.Do(func() {
+		st.goneAt.Store(at.UnixNano())
+		close(st.gone)
+		st.settle()
+	})
+}
+
+func (st *podState) isGone() bool {
+	select {
+	case <-st.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+func (st *podState) settle() { st.settleOnce.Do(func() { close(st.settled) }) }
+
+func (r *run) drainNode(ctx context.Context, name string) NodeReport {
+	nd := &nodeDrain{run: r, name: name, start: r.clock.Now(), byUID: map[types.UID]*podState{}}
+	rep := nd.drain(ctx)
+	rep.Name = name
+	rep.Seconds = r.clock.Since(nd.start).Seconds()
+	r.hooks.Observer.Observe(Progress{Time: r.clock.Now(), Node: name, Kind: ProgressNodeFinished, Message: string(rep.Outcome)})
+	return rep
+}
+
+func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
+	node, err := nd.client.CoreV1().Nodes().Get(ctx, nd.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return NodeReport{Outcome: NodeFailed, Message: fmt.Sprintf("node %s not found", nd.name)}
+	}
+	if err != nil {
+		return NodeReport{Outcome: NodeFailed, Message: fmt.Sprintf("getting node %s: %v", nd.name, err)}
+	}
+	nd.node = node
+	if c, held := heldByOther(node, nd.id, nd.clock.Now()); held && !nd.opts.DryRun {
+		return NodeReport{Outcome: NodeFailed, Cordoned: node.Spec.Unschedulable, Message: fmt.Sprintf(
+			"node is being drained by %s (drain %s, started %s); two drains of one node would fight: wait for it, or retry after %s",
+			c.Holder, c.ID, c.Started.Format(time.RFC3339), c.Renewed.Add(claimTTL).Format(time.RFC3339))}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pods, err := nd.watchPods(ctx)
+	if err != nil {
+		return NodeReport{Outcome: NodeFailed, Cordoned: node.Spec.Unschedulable, Message: err.Error()}
+	}
+	nd.classifyAll(ctx, pods)
+	nd.hooks.Observer.Observe(Progress{Time: nd.clock.Now(), Node: nd.name, Kind: ProgressNodeStarted, Pods: nd.count(mustLeave, hold, waitGone)})
+	if nd.opts.DryRun {
+		return nd.simulate()
+	}
+	if n := nd.count(refuse) + nd.count(hold); n > 0 && nd.opts.Deadline.IsZero() {
+		msg := fmt.Sprintf("%d pod(s) cannot leave as things stand (see their reasons); nothing was evicted and the node was not cordoned", n)
+		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", msg)
+		return nd.report(NodeBlocked, msg, node.Spec.Unschedulable)
+	}
+
+	if err := nd.claimAndCordon(ctx); err != nil {
+		return nd.report(NodeFailed, err.Error(), nd.node.Spec.Unschedulable)
+	}
+	nd.hooks.Observer.Observe(Progress{Time: nd.clock.Now(), Node: nd.name, Kind: ProgressCordoned})
+	nd.hooks.Recorder.Eventf(node, corev1.EventTypeNormal, "DrainStarted", "sluice: draining %d pods", nd.count(mustLeave, hold, waitGone))
+	renewDone := nd.keepClaim(ctx)
+	nd.evictAll(ctx)
+	renewDone()
+	releaseCtx, releaseCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer releaseCancel()
+	releaseErr := releaseClaim(releaseCtx, nd.client, nd.name)
+
+	outcome, msg := NodeDrained, ""
+	if left := nd.remaining(); left > 0 {
+		outcome, msg = NodeBlocked, fmt.Sprintf("%d pod(s) did not leave; the node stays cordoned", left)
+		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", msg)
+	} else {
+		nd.hooks.Recorder.Eventf(node, corev1.EventTypeNormal, "DrainCompleted", "sluice: drained in %s", nd.clock.Since(nd.start).Round(100*time.Millisecond))
+	}
+	if releaseErr != nil {
+		msg = joinMessage(msg, "releasing the drain claim: "+releaseErr.Error())
+	}
+	return nd.report(outcome, msg, true)
+}
+
+// watchPods starts a watch of the node's pods and returns those the drain
+// covers. Deletions seen on the watch mark pods gone; nothing polls.
+func (nd *nodeDrain) watchPods(ctx context.Context) ([]*corev1.Pod, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(nd.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nd.name).String()
+	}))
+	inf := factory.Core().V1().Pods()
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: nd.podDeleted}); err != nil {
+		return nil, fmt.Errorf("watching pods on %s: %w", nd.name, err)
+	}
+	factory.Start(ctx.Done())
+	for _, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("listing pods on %s: %w", nd.name, context.Cause(ctx))
+		}
+	}
+	all, err := inf.Lister().List(nd.opts.PodSelector)
+	if err != nil {
+		return nil, fmt.Errorf("listing pods on %s: %w", nd.name, err)
+	}
+	sortPods(all)
+	return all, nil
+}
+
+func (nd *nodeDrain) podDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	nd.mu.Lock()
+	st := nd.byUID[pod.UID]
+	nd.mu.Unlock()
+	if st != nil {
+		st.markGone(nd.clock.Now())
+		nd.hooks.Observer.Observe(Progress{Time: nd.clock.Now(), Node: nd.name, Kind: ProgressGone, Pod: st.key})
+	}
+}
+
+// classifyAll decides each pod's verdict, then checks the budgets of the pods
+// that must leave: two budgets, or one that can never allow an eviction, stop
+// the pod before anything is touched.
+func (nd *nodeDrain) classifyAll(ctx context.Context, pods []*corev1.Pod) {
+	budgets := nd.budgets()
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for _, pod := range pods {
+		st := &podState{pod: pod, key: pod.Namespace + "/" + pod.Name, gone: make(chan struct{}), settled: make(chan struct{})}
+		st.class = nd.classify.classify(ctx, pod)
+		if st.class.verdict == mustLeave && !nd.opts.DisableEviction && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			matched := budgetsFor(pod, budgets)
+			switch {
+			case len(matched) > 1:
+				st.class = multipleBudgets(matched)
+			case len(matched) == 1:
+				st.pdb = matched[0]
+				st.pdbName = st.pdb.Name
+				if c, dead := staticDeadlock(st.pdb, pod); dead {
+					st.class = c
+				}
+			}
+		}
+		nd.states = append(nd.states, st)
+		nd.byUID[pod.UID] = st
+	}
+}
+
+func (nd *nodeDrain) count(verdicts ...verdict) int {
+	n := 0
+	for _, st := range nd.states {
+		for _, v := range verdicts {
+			if st.class.verdict == v {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// claimAndCordon claims and cordons the node, re-reading it when someone else
+// changed it in between (kubelets update nodes all the time).
+func (nd *nodeDrain) claimAndCordon(ctx context.Context) error {
+	now := nd.clock.Now()
+	c := claim{ID: nd.id, Holder: nd.opts.Holder, Started: now, Renewed: now}
+	if !nd.opts.Deadline.IsZero() {
+		dl := nd.opts.Deadline
+		c.Deadline = &dl
+	}
+	for attempt := 0; ; attempt++ {
+		err := claimAndCordon(ctx, nd.client, nd.node, c)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == 5 {
+			return fmt.Errorf("cordoning: %w", err)
+		}
+		node, getErr := nd.client.CoreV1().Nodes().Get(ctx, nd.name, metav1.GetOptions{})
+		if getErr != nil {
+			return fmt.Errorf("cordoning: %w", getErr)
+		}
+		if other, held := heldByOther(node, nd.id, nd.clock.Now()); held {
+			return fmt.Errorf("node was claimed by %s (drain %s) at the same moment; it continues that drain", other.Holder, other.ID)
+		}
+		nd.node = node
+	}
+}
+
+// keepClaim renews the claim until the returned function is called.
+func (nd *nodeDrain) keepClaim(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := nd.clock.NewTicker(claimRenew)
+		defer ticker.Stop()
+		c, _ := claimOf(nd.node)
+		c.ID, c.Holder = nd.id, nd.opts.Holder
+		if c.Started.IsZero() {
+			c.Started = nd.start
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C():
+				c.Renewed = nd.clock.Now()
+				_ = renewClaim(ctx, nd.client, nd.name, c) // a missed renewal is retried on the next tick
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// evictAll runs the waves: each pod that must leave gets a goroutine; a wave's
+// successors start once each of its pods is gone or refused (with a deadline:
+// asked to leave).
+func (nd *nodeDrain) evictAll(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go nd.cancelWhenStuck(ctx, cancel)
+	var wg sync.WaitGroup
+	for _, wave := range nd.waves() {
+		for _, st := range wave {
+			st.started.Store(true)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				nd.leave(ctx, st)
+			}()
+		}
+		for _, st := range wave {
+			select {
+			case <-st.settled:
+			case <-ctx.Done():
+			}
+		}
+	}
+	wg.Wait()
+}
+
+// waves groups the pods that must leave by priority, lowest first, with
+// system-critical pods last; within a wave, the longest shutdowns start first.
+func (nd *nodeDrain) waves() [][]*podState {
+	groups := map[int64][]*podState{}
+	for _, st := range nd.states {
+		if st.class.verdict != mustLeave && st.class.verdict != hold && st.class.verdict != waitGone {
+			continue
+		}
+		p := int64(0)
+		if st.pod.Spec.Priority != nil {
+			p = int64(*st.pod.Spec.Priority)
+		}
+		if st.class.verdict == waitGone {
+			p = -1 << 40 // already going: wait for it from the start
+		}
+		groups[p] = append(groups[p], st)
+	}
+	keys := make([]int64, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	waves := make([][]*podState, 0, len(keys))
+	for _, k := range keys {
+		wave := groups[k]
+		sort.SliceStable(wave, func(i, j int) bool { return nd.podGrace(wave[i]) > nd.podGrace(wave[j]) })
+		waves = append(waves, wave)
+	}
+	return waves
+}
+
+// cancelWhenStuck ends a drain with no timeout and no deadline as soon as every
+// pod still there is blocked in a way that waiting will not fix, instead of
+// hanging as kubectl does.
+func (nd *nodeDrain) cancelWhenStuck(ctx context.Context, cancel context.CancelFunc) {
+	if !nd.stopAt.IsZero() {
+		return
+	}
+	ticker := nd.clock.NewTicker(500 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+		waiting, stuck := 0, 0
+		for _, st := range nd.states {
+			if !st.started.Load() || st.isGone() {
+				continue
+			}
+			waiting++
+			if st.stuck.Load() {
+				stuck++
+			}
+		}
+		if waiting > 0 && stuck == waiting {
+			cancel()
+			return
+		}
+	}
+}
+
+func (nd *nodeDrain) remaining() int {
+	n := 0
+	for _, st := range nd.states {
+		if (st.class.verdict == mustLeave || st.class.verdict == hold || st.class.verdict == waitGone) && !st.isGone() {
+			n++
+		}
+	}
+	return n
+}
+
+// report builds the node's report from its pods' states.
+func (nd *nodeDrain) report(outcome NodeOutcome, message string, cordoned bool) NodeReport {
+	rep := NodeReport{Outcome: outcome, Message: message, Cordoned: cordoned, Pods: make([]PodReport, 0, len(nd.states))}
+	for _, st := range nd.states {
+		pr := PodReport{Namespace: st.pod.Namespace, Name: st.pod.Name, PDB: st.pdbName, GracePeriodSeconds: st.grace}
+		switch {
+		case st.class.verdict == skip:
+			pr.Outcome, pr.Reason, pr.Message = PodSkipped, st.class.reason, st.class.message
+		case (st.class.verdict == refuse || st.class.verdict == hold) && !st.started.Load():
+			pr.Outcome, pr.Reason, pr.Message = PodBlocked, st.class.reason, st.class.message
+		case !st.started.Load():
+			pr.Outcome, pr.Message = PodNotEvicted, "not evicted: other pods on the node cannot leave"
+		default:
+			pr.Outcome, pr.Reason, pr.Message, pr.BlockedSince = st.outcome, st.reason, st.message, st.blockedSince
+			if pr.Outcome == "" {
+				pr.Outcome = PodNotEvicted
+			}
+			if nd.opts.DryRun {
+				break
+			}
+			if at := st.goneAt.Load(); at != 0 {
+				s := time.Unix(0, at).Sub(nd.start).Seconds()
+				pr.GoneAfterSeconds = &s
+				pr.BlockedSince = nil
+			} else if pr.Outcome == PodEvicted || pr.Outcome == PodDeleted {
+				pr.Reason, pr.Message = ReasonTimeout, joinMessage(pr.Message, "asked to leave, but still terminating when the drain stopped")
+			} else if pr.Reason == "" {
+				pr.Outcome, pr.Reason, pr.Message = PodBlocked, ReasonTimeout, "still on the node when the drain stopped"
+			}
+		}
+		if pr.Message == "" && st.class.message != "" && pr.Reason == "" {
+			pr.Message = st.class.message // a warning: emptyDir data deleted, no controller
+		}
+		rep.Pods = append(rep.Pods, pr)
+	}
+	return rep
+}
+
+func joinMessage(a, b string) string {
+	if a == "" {
+		return b
+	}
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
+}
+

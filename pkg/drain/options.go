@@ -1,0 +1,109 @@
+package drain
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// DeadlineAction is what to do with a pod still held near the deadline.
+type DeadlineAction string
+
+// Deadline actions.
+const (
+	// OnDeadlineDelete deletes a held pod with the longest grace still possible.
+	OnDeadlineDelete DeadlineAction = "delete"
+	// OnDeadlineStop leaves it and reports it.
+	OnDeadlineStop DeadlineAction = "stop"
+)
+
+// Options are a drain's settings; the zero value plus Validate's defaults
+// behaves like `kubectl drain` with no flags.
+type Options struct {
+	// IgnoreDaemonSets leaves DaemonSet pods on the node instead of refusing the drain.
+	IgnoreDaemonSets bool
+	// DeleteEmptyDirData evicts pods with emptyDir volumes; their data is lost.
+	DeleteEmptyDirData bool
+	// Force evicts pods no controller manages (nothing recreates them), and
+	// DaemonSet pods whose DaemonSet is gone.
+	Force bool
+	// GracePeriodSeconds overrides each pod's terminationGracePeriodSeconds; -1
+	// (the default) uses the pod's own.
+	GracePeriodSeconds int64
+	// Timeout bounds the whole drain; zero waits as long as it takes.
+	Timeout time.Duration
+	// Deadline is when the nodes go away (a spot preemption, a maintenance
+	// window); zero means none. It also bounds the drain.
+	Deadline time.Time
+	// OnDeadline says what to do with pods still held when the deadline nears.
+	OnDeadline DeadlineAction
+	// PodSelector limits the drain to matching pods; nil means all.
+	PodSelector labels.Selector
+	// DisableEviction deletes pods instead of evicting them, bypassing
+	// PodDisruptionBudgets.
+	DisableEviction bool
+	// DryRun reports what would happen and changes nothing.
+	DryRun bool
+	// Parallel is how many nodes drain at once; default 1.
+	Parallel int
+	// MaxInFlight bounds the evictions outstanding at once across all nodes;
+	// default 50.
+	MaxInFlight int
+	// Holder names this drain on the node's claim annotation (a host, a pod).
+	Holder string
+}
+
+// Validate checks the options and fills in defaults. Its errors name the flag
+// to change.
+func (o *Options) Validate(now time.Time) error {
+	var errs []error
+	if o.GracePeriodSeconds < -1 {
+		errs = append(errs, fmt.Errorf("--grace-period %d: use -1 for each pod's own, or 0 and up", o.GracePeriodSeconds))
+	}
+	if o.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("--timeout %s: must not be negative", o.Timeout))
+	}
+	if !o.Deadline.IsZero() && !o.Deadline.After(now) {
+		errs = append(errs, fmt.Errorf("--deadline %s is already past", o.Deadline.Format(time.RFC3339)))
+	}
+	switch o.OnDeadline {
+	case "":
+		o.OnDeadline = OnDeadlineDelete
+	case OnDeadlineDelete, OnDeadlineStop:
+	default:
+		errs = append(errs, fmt.Errorf("--on-deadline %q: use delete or stop", o.OnDeadline))
+	}
+	if o.Parallel == 0 {
+		o.Parallel = 1
+	}
+	if o.Parallel < 0 {
+		errs = append(errs, fmt.Errorf("--parallel %d: must be at least 1", o.Parallel))
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 50
+	}
+	if o.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be at least 1", o.MaxInFlight))
+	}
+	if o.PodSelector == nil {
+		o.PodSelector = labels.Everything()
+	}
+	if o.Holder == "" {
+		o.Holder = "sluice"
+	}
+	return errors.Join(errs...)
+}
+
+// stopAt is when the drain gives up: the earlier of deadline and timeout.
+func (o *Options) stopAt(start time.Time) time.Time {
+	var end time.Time
+	if o.Timeout > 0 {
+		end = start.Add(o.Timeout)
+	}
+	if !o.Deadline.IsZero() && (end.IsZero() || o.Deadline.Before(end)) {
+		end = o.Deadline
+	}
+	return end
+}

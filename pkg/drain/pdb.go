@@ -1,0 +1,155 @@
+package drain
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// budgetsFor returns the PodDisruptionBudgets in the pod's namespace whose
+// selector matches it. In policy/v1 an empty selector matches every pod of the
+// namespace and a nil one matches none.
+func budgetsFor(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) []*policyv1.PodDisruptionBudget {
+	var out []*policyv1.PodDisruptionBudget
+	for _, pdb := range pdbs {
+		if pdb.Namespace != pod.Namespace || pdb.Spec.Selector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		out = append(out, pdb)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// multipleBudgets is the blocker for a pod two or more budgets select: the API
+// server answers its eviction with a 500.
+func multipleBudgets(pdbs []*policyv1.PodDisruptionBudget) classification {
+	names := make([]string, len(pdbs))
+	for i, p := range pdbs {
+		names[i] = p.Name
+	}
+	return classification{verdict: refuse, reason: ReasonMultiplePDBs, message: fmt.Sprintf(
+		"selected by %d PodDisruptionBudgets (%s); the eviction API refuses such pods. Make the budgets' selectors disjoint, or delete one",
+		len(pdbs), strings.Join(names, ", "))}
+}
+
+// staticDeadlock reports a budget that can never allow an eviction as it
+// stands: its desired healthy count is at or above the pods it expects, so
+// only a change to the workload or the budget will free the pod.
+func staticDeadlock(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) (classification, bool) {
+	st := pdb.Status
+	if st.ObservedGeneration < pdb.Generation || st.ExpectedPods == 0 {
+		return classification{}, false // the disruption controller has not judged it yet
+	}
+	if st.DisruptionsAllowed > 0 || st.DesiredHealthy < st.ExpectedPods {
+		return classification{}, false
+	}
+	workload := workloadOf(pod)
+	var rule, fix string
+	switch {
+	case pdb.Spec.MaxUnavailable != nil:
+		rule = fmt.Sprintf("maxUnavailable %s", pdb.Spec.MaxUnavailable.String())
+		fix = fmt.Sprintf("raise maxUnavailable on PodDisruptionBudget %s to at least 1", pdb.Name)
+	case pdb.Spec.MinAvailable != nil && pdb.Spec.MinAvailable.Type == intstr.String:
+		rule = fmt.Sprintf("minAvailable %s", pdb.Spec.MinAvailable.String())
+		fix = fmt.Sprintf("scale %s to %d, or lower minAvailable on PodDisruptionBudget %s so it rounds below %d",
+			workload, st.DesiredHealthy+1, pdb.Name, st.ExpectedPods)
+	default:
+		rule = fmt.Sprintf("minAvailable %d", st.DesiredHealthy)
+		fix = fmt.Sprintf("scale %s to %d, or lower minAvailable on PodDisruptionBudget %s to %d",
+			workload, st.DesiredHealthy+1, pdb.Name, st.ExpectedPods-1)
+	}
+	return classification{verdict: refuse, reason: ReasonPDBDeadlock, message: fmt.Sprintf(
+		"PodDisruptionBudget %s (%s) needs %d healthy of %d pods, so it never allows an eviction: %s",
+		pdb.Name, rule, st.DesiredHealthy, st.ExpectedPods, fix)}, true
+}
+
+// diagnoseBlocked explains a budget at zero from the pods it selects: a
+// replacement the scheduler cannot place, or pods that run but are not Ready
+// while the budget only lets unhealthy pods go when it is healthy, will not
+// recover by waiting. Anything else is a budget that is recovering.
+func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod) (Reason, string) {
+	st := pdb.Status
+	need := fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d", pdb.Name, st.DesiredHealthy, st.CurrentHealthy)
+	var unschedulable, notReady, starting []string
+	var schedulerSays string
+	for i := range selected {
+		p := &selected[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		switch {
+		case p.Spec.NodeName == "":
+			if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				unschedulable = append(unschedulable, p.Name)
+				schedulerSays = c.Message
+			} else {
+				starting = append(starting, p.Name)
+			}
+		case p.Status.Phase == corev1.PodRunning && !podReady(p):
+			notReady = append(notReady, p.Name)
+		case p.Status.Phase == corev1.PodPending:
+			starting = append(starting, p.Name)
+		}
+	}
+	policy := policyv1.IfHealthyBudget
+	if pdb.Spec.UnhealthyPodEvictionPolicy != nil {
+		policy = *pdb.Spec.UnhealthyPodEvictionPolicy
+	}
+	switch {
+	case len(unschedulable) > 0:
+		return ReasonPDBDeadlock, fmt.Sprintf("%s; replacement %s cannot be scheduled (%s): add capacity or relax its constraints",
+			need, strings.Join(unschedulable, ", "), schedulerSays)
+	case len(notReady) > 0 && policy == policyv1.IfHealthyBudget:
+		return ReasonPDBDeadlock, fmt.Sprintf("%s; %s %s Running but not Ready and the budget's unhealthyPodEvictionPolicy is IfHealthyBudget: "+
+			"fix their readiness, or set unhealthyPodEvictionPolicy: AlwaysAllow", need, strings.Join(notReady, ", "), isAre(len(notReady)))
+	case len(starting) > 0:
+		return ReasonPDBBlocked, fmt.Sprintf("%s; waiting for %s to become Ready", need, strings.Join(starting, ", "))
+	}
+	return ReasonPDBBlocked, need + "; waiting for the budget to recover"
+}
+
+// workloadOf names the pod's owning workload the way a person scales it.
+func workloadOf(pod *corev1.Pod) string {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return "pod " + pod.Name
+	}
+	if ref.Kind == "ReplicaSet" {
+		if hash := pod.Labels["pod-template-hash"]; hash != "" && strings.HasSuffix(ref.Name, "-"+hash) {
+			return "deployment " + strings.TrimSuffix(ref.Name, "-"+hash)
+		}
+	}
+	return strings.ToLower(ref.Kind) + " " + ref.Name
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	c := podCondition(p, corev1.PodReady)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
