@@ -27,6 +27,7 @@ type drainFlags struct {
 	deadline    string
 	onDeadline  string
 	output      string
+	gracePeriod int64
 	opts        drain.Options
 }
 
@@ -66,7 +67,7 @@ Exit status: 0 every node drained, 3 a pod could not leave, 1 an error.`,
 	fs.BoolVar(&f.opts.IgnoreDaemonSets, "ignore-daemonsets", false, "leave DaemonSet-managed pods on the node")
 	fs.BoolVar(&f.opts.DeleteEmptyDirData, "delete-emptydir-data", false, "evict pods using emptyDir volumes (their data is lost)")
 	fs.BoolVar(&f.opts.Force, "force", false, "evict pods no controller manages (nothing recreates them)")
-	fs.Int64Var(&f.opts.GracePeriodSeconds, "grace-period", -1, "seconds each pod gets to terminate; -1 uses the pod's own")
+	fs.Int64Var(&f.gracePeriod, "grace-period", -1, "seconds each pod gets to terminate; -1 uses the pod's own")
 	fs.DurationVar(&f.opts.Timeout, "timeout", 0, "give up after this long; 0 waits while progress is possible")
 	fs.StringVar(&f.podSelector, "pod-selector", "", "only evict pods matching this label selector")
 	fs.BoolVar(&f.opts.DisableEviction, "disable-eviction", false, "delete pods instead of evicting them, bypassing PodDisruptionBudgets")
@@ -113,6 +114,9 @@ func (f *drainFlags) toOptions(now time.Time, args []string) (drain.Options, out
 			return opts, "", err
 		}
 		opts.Deadline = dl
+	}
+	if f.gracePeriod != -1 {
+		opts.GracePeriodSeconds = &f.gracePeriod
 	}
 	opts.OnDeadline = drain.DeadlineAction(f.onDeadline)
 	host, _ := os.Hostname()
@@ -215,4 +219,3 @@ func (e exitError) Unwrap() error { return e.err }
 
 // ExitCode is the process exit status for this error.
 func (e exitError) ExitCode() int { return e.code }
-

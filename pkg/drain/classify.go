@@ -23,7 +23,8 @@ const (
 	skip
 	// refuse: the pod stops the drain until a flag or the pod changes.
 	refuse
-	// hold: the pod asks not to be disrupted; only a deadline overrides it.
+	// hold: the pod cannot leave without a change (it asks not to be
+	// disrupted, or its budget can never allow it); only a deadline overrides.
 	hold
 )
 

@@ -141,7 +141,8 @@ type run struct {
 	id       string
 	stopAt   time.Time
 	ledger   *ledger
-	dry      map[string]int32 // dry run: disruptions left per PDB (namespace/name)
+	dry      map[string]int32    // dry run: disruptions left per PDB (namespace/name)
+	takers   map[string][]string // dry run: the pods that took them
 	pdbs     policylisters.PodDisruptionBudgetLister
 	classify *classifier
 	inFlight chan struct{}
@@ -165,6 +166,7 @@ func (d *Drainer) newRun(ctx context.Context, start time.Time) (*run, error) {
 		stopAt:   d.opts.stopAt(start),
 		ledger:   newLedger(),
 		dry:      map[string]int32{},
+		takers:   map[string][]string{},
 		inFlight: make(chan struct{}, d.opts.MaxInFlight),
 		cancel:   cancel,
 		diags:    map[string]diagnosis{},

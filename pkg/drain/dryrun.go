@@ -11,7 +11,7 @@ import (
 // node of the run.
 func (nd *nodeDrain) simulate() NodeReport {
 	rep := NodeReport{Outcome: NodeWouldDrain, Cordoned: nd.node.Spec.Unschedulable}
-	takers := map[string][]string{}
+	takers := nd.takers
 	blocked, waits := 0, 0
 	for _, wave := range nd.waves() {
 		for _, st := range wave {
@@ -22,7 +22,7 @@ func (nd *nodeDrain) simulate() NodeReport {
 			case hold:
 				if !nd.opts.Deadline.IsZero() && nd.opts.OnDeadline == OnDeadlineDelete {
 					st.outcome, st.reason = PodWouldEvict, ReasonDeadlineForced
-					st.message = fmt.Sprintf("%s; would be deleted %ds before the deadline", st.class.message, nd.podGrace(st)+1)
+					st.message = fmt.Sprintf("%s; would be deleted %ds before the deadline", st.class.message, nd.podGrace(st)+2)
 				} else {
 					st.outcome, st.reason, st.message = PodWouldBlock, st.class.reason, st.class.message
 					blocked++

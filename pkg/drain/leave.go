@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -173,17 +172,9 @@ func (nd *nodeDrain) awaitGone(ctx context.Context, st *podState) {
 }
 
 func (nd *nodeDrain) evictPod(ctx context.Context, st *podState, grace int64) error {
-	uid := st.pod.UID
-	eviction := &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Namespace: st.pod.Namespace, Name: st.pod.Name},
-		DeleteOptions: &metav1.DeleteOptions{
-			GracePeriodSeconds: &grace,
-			Preconditions:      &metav1.Preconditions{UID: &uid},
-		},
-	}
 	nd.inFlight <- struct{}{}
 	defer func() { <-nd.inFlight }()
-	return nd.client.CoreV1().Pods(st.pod.Namespace).EvictV1(ctx, eviction)
+	return EvictWithUID(ctx, nd.client, st.pod, grace)
 }
 
 func (nd *nodeDrain) deletePod(ctx context.Context, st *podState, grace int64) error {
@@ -229,8 +220,8 @@ func (nd *nodeDrain) block(st *podState, reason Reason, message string, stuck bo
 
 // podGrace is the grace period the pod asks for, or the --grace-period override.
 func (nd *nodeDrain) podGrace(st *podState) int64 {
-	if nd.opts.GracePeriodSeconds >= 0 {
-		return nd.opts.GracePeriodSeconds
+	if nd.opts.GracePeriodSeconds != nil {
+		return *nd.opts.GracePeriodSeconds
 	}
 	if st.pod.Spec.TerminationGracePeriodSeconds != nil {
 		return *st.pod.Spec.TerminationGracePeriodSeconds
@@ -250,12 +241,13 @@ func (nd *nodeDrain) graceFor(st *podState, now time.Time) int64 {
 }
 
 // forcePoint is when a held pod must be deleted to still get its whole grace
-// period before the deadline; only with --on-deadline=delete.
+// period, plus graceFor's one-second margin, before the deadline (one more
+// second absorbs rounding down to whole seconds); only with --on-deadline=delete.
 func (nd *nodeDrain) forcePoint(st *podState) (time.Time, bool) {
 	if nd.opts.Deadline.IsZero() || nd.opts.OnDeadline != OnDeadlineDelete || st.blockedSince == nil {
 		return time.Time{}, false
 	}
-	return nd.opts.Deadline.Add(-time.Duration(nd.podGrace(st)+1) * time.Second), true
+	return nd.opts.Deadline.Add(-time.Duration(nd.podGrace(st)+2) * time.Second), true
 }
 
 func (nd *nodeDrain) mayForce(st *podState, now time.Time) bool {

@@ -44,7 +44,7 @@ type podState struct {
 
 	gone       chan struct{}
 	goneOnce   sync.Once
-	goneAt     atomic.Int64 // unix nanoseconds
+	goneAt     atomic.Int64  // unix nanoseconds
 	settled    chan struct{} // gone, asked to leave, or refused once: its wave may move on
 	settleOnce sync.Once
 	stuck      atomic.Bool // blocked in a way waiting will not fix
@@ -426,4 +426,3 @@ func joinMessage(a, b string) string {
 	}
 	return a + "; " + b
 }
-

@@ -29,9 +29,9 @@ type Options struct {
 	// Force evicts pods no controller manages (nothing recreates them), and
 	// DaemonSet pods whose DaemonSet is gone.
 	Force bool
-	// GracePeriodSeconds overrides each pod's terminationGracePeriodSeconds; -1
-	// (the default) uses the pod's own.
-	GracePeriodSeconds int64
+	// GracePeriodSeconds overrides each pod's terminationGracePeriodSeconds;
+	// nil uses the pod's own.
+	GracePeriodSeconds *int64
 	// Timeout bounds the whole drain; zero waits as long as it takes.
 	Timeout time.Duration
 	// Deadline is when the nodes go away (a spot preemption, a maintenance
@@ -59,8 +59,8 @@ type Options struct {
 // to change.
 func (o *Options) Validate(now time.Time) error {
 	var errs []error
-	if o.GracePeriodSeconds < -1 {
-		errs = append(errs, fmt.Errorf("--grace-period %d: use -1 for each pod's own, or 0 and up", o.GracePeriodSeconds))
+	if o.GracePeriodSeconds != nil && *o.GracePeriodSeconds < 0 {
+		errs = append(errs, fmt.Errorf("--grace-period %d: use -1 for each pod's own, or 0 and up", *o.GracePeriodSeconds))
 	}
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must not be negative", o.Timeout))

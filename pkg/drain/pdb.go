@@ -38,7 +38,7 @@ func multipleBudgets(pdbs []*policyv1.PodDisruptionBudget) classification {
 	for i, p := range pdbs {
 		names[i] = p.Name
 	}
-	return classification{verdict: refuse, reason: ReasonMultiplePDBs, message: fmt.Sprintf(
+	return classification{verdict: hold, reason: ReasonMultiplePDBs, message: fmt.Sprintf(
 		"selected by %d PodDisruptionBudgets (%s); the eviction API refuses such pods. Make the budgets' selectors disjoint, or delete one",
 		len(pdbs), strings.Join(names, ", "))}
 }
@@ -69,7 +69,7 @@ func staticDeadlock(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) (classif
 		fix = fmt.Sprintf("scale %s to %d, or lower minAvailable on PodDisruptionBudget %s to %d",
 			workload, st.DesiredHealthy+1, pdb.Name, st.ExpectedPods-1)
 	}
-	return classification{verdict: refuse, reason: ReasonPDBDeadlock, message: fmt.Sprintf(
+	return classification{verdict: hold, reason: ReasonPDBDeadlock, message: fmt.Sprintf(
 		"PodDisruptionBudget %s (%s) needs %d healthy of %d pods, so it never allows an eviction: %s",
 		pdb.Name, rule, st.DesiredHealthy, st.ExpectedPods, fix)}, true
 }

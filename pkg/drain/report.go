@@ -41,17 +41,17 @@ type PodOutcome string
 
 // Pod outcomes. Dry runs report the Would* forms.
 const (
-	PodEvicted    PodOutcome = "Evicted"
-	PodDeleted    PodOutcome = "Deleted"
-	PodSkipped    PodOutcome = "Skipped"
-	PodBlocked    PodOutcome = "Blocked"
-	PodFailed     PodOutcome = "Failed"
+	PodEvicted PodOutcome = "Evicted"
+	PodDeleted PodOutcome = "Deleted"
+	PodSkipped PodOutcome = "Skipped"
+	PodBlocked PodOutcome = "Blocked"
+	PodFailed  PodOutcome = "Failed"
 	// PodNotEvicted: the drain stopped before this pod's turn (another pod
 	// can never leave, so nothing was disturbed).
 	PodNotEvicted PodOutcome = "NotEvicted"
 	PodWouldEvict PodOutcome = "WouldEvict"
 	// PodWouldWait: a budget would hold the pod until replacements are Ready.
-	PodWouldWait PodOutcome = "WouldWait"
+	PodWouldWait  PodOutcome = "WouldWait"
 	PodWouldSkip  PodOutcome = "WouldSkip"
 	PodWouldBlock PodOutcome = "WouldBlock"
 )
