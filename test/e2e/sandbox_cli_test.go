@@ -5,26 +5,44 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/sandbox"
 )
 
-// buildSluice builds the binary under test once per test.
+var (
+	buildOnce  sync.Once
+	builtBin   string
+	builtError error
+)
+
+// buildSluice builds the binary under test once per test run.
 func buildSluice(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/sluice-dev/sluice/cmd/sluice")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building sluice: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-e2e-")
+		if err != nil {
+			builtError = err
+			return
+		}
+		builtBin = filepath.Join(dir, "sluice")
+		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/sluice-dev/sluice/cmd/sluice").CombinedOutput()
+		if err != nil {
+			builtError = fmt.Errorf("building sluice: %w\n%s", err, out)
+		}
+	})
+	if builtError != nil {
+		t.Fatal(builtError)
 	}
-	return bin
+	return builtBin
 }
 
 func run(t *testing.T, name string, args ...string) (string, string, int) {
