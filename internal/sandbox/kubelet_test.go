@@ -112,3 +112,15 @@ func TestPodsStartAndJobsComplete(t *testing.T) {
 		return false, nil
 	})
 }
+
+func TestPodsCanTakeTimeToStart(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.New(t)
+	node := env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("slow"), 1))[0].Name
+	env.Create(t, fixture.Pod(env.Namespace, "slow", fixture.OnNode(node), fixture.StartsAfter(3)))
+	start := time.Now()
+	env.WaitForPods(t, "app=slow", 1)
+	if took := time.Since(start); took < 2*time.Second || took > 8*time.Second {
+		t.Errorf("pod with ready-after-seconds 3 was Ready after %s", took)
+	}
+}

@@ -8,6 +8,9 @@ const (
 	// this many seconds later (or when the grace period ends, if sooner),
 	// instead of using the whole terminationGracePeriodSeconds.
 	AnnotationExitAfterSeconds = "sandbox.sluice.dev/exit-after-seconds"
+	// AnnotationReadyAfterSeconds on a pod: it becomes Running and Ready this
+	// many seconds after it is bound to a node, instead of at once.
+	AnnotationReadyAfterSeconds = "sandbox.sluice.dev/ready-after-seconds"
 	// AnnotationCompleteAfterSeconds on a pod: it succeeds this many seconds
 	// after it starts running.
 	AnnotationCompleteAfterSeconds = "sandbox.sluice.dev/complete-after-seconds"
