@@ -31,16 +31,8 @@ unit: ## only the tests that need no control plane
 bench: tools ## benchmarks: the 1,000-node / 30,000-pod sandbox build, and more as they land
 	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/...
 
-demo: build tools ## start the sandbox with the sample cluster and show it
-	@bin=$$(hack/tools/build.sh); \
-	bin/sluice sandbox down >/dev/null; \
-	SLUICE_TOOLS_BIN=$$bin bin/sluice sandbox up; \
-	kubeconfig=$$(bin/sluice sandbox status -o json | sed -n 's/.*"kubeconfig": "\(.*\)".*/\1/p'); \
-	echo; echo "\$$ kubectl get nodes -L kubernetes.azure.com/agentpool,kubernetes.azure.com/scalesetpriority,topology.kubernetes.io/zone"; \
-	$$bin/kubectl --kubeconfig "$$kubeconfig" get nodes -L kubernetes.azure.com/agentpool,kubernetes.azure.com/scalesetpriority,topology.kubernetes.io/zone; \
-	echo; echo "\$$ kubectl get pods,pdb -A -o wide"; \
-	$$bin/kubectl --kubeconfig "$$kubeconfig" get pods,pdb -A -o wide; \
-	echo; echo "The sandbox keeps running; 'make demo-down' (or bin/sluice sandbox down) removes it."
+demo: build tools ## start the sandbox with a sample cluster and show sluice draining it
+	hack/demo.sh
 
 demo-down: build ## stop the demo sandbox
 	bin/sluice sandbox down

@@ -65,6 +65,7 @@ Exit status: 0 every node drained, 3 a pod could not leave, 1 an error.`,
 	f.client.AddFlags(fs)
 	fs.StringVarP(&f.selector, "selector", "l", "", "drain the nodes matching this label selector")
 	fs.BoolVar(&f.opts.IgnoreDaemonSets, "ignore-daemonsets", false, "leave DaemonSet-managed pods on the node")
+	fs.BoolVar(&f.opts.EvictDaemonSets, "evict-daemonsets", false, "evict DaemonSet pods too, last, after every other pod (their DaemonSet may recreate them)")
 	fs.BoolVar(&f.opts.DeleteEmptyDirData, "delete-emptydir-data", false, "evict pods using emptyDir volumes (their data is lost)")
 	fs.BoolVar(&f.opts.Force, "force", false, "evict pods no controller manages (nothing recreates them)")
 	fs.Int64Var(&f.gracePeriod, "grace-period", -1, "seconds each pod gets to terminate; -1 uses the pod's own")

@@ -112,6 +112,9 @@ func (c *classifier) daemonSet(ctx context.Context, pod *corev1.Pod) (classifica
 		return classification{verdict: refuse, reason: ReasonDaemonSetPod,
 			message: fmt.Sprintf("its DaemonSet %s is gone, so nothing manages it; use --force to delete it", ref.Name)}, true
 	}
+	if c.opts.EvictDaemonSets {
+		return classification{verdict: mustLeave, reason: ReasonDaemonSetPod, message: fmt.Sprintf("managed by DaemonSet %s; evicted last", ref.Name)}, true
+	}
 	if !c.opts.IgnoreDaemonSets {
 		return classification{verdict: refuse, reason: ReasonDaemonSetPod,
 			message: fmt.Sprintf("managed by DaemonSet %s, which would recreate it here; use --ignore-daemonsets to leave it", ref.Name)}, true

@@ -77,9 +77,11 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 		}
 		return nd.failed(st, err, backoff)
 	}
-	took := false
+	took, version := false, ""
 	if st.pdb != nil {
-		ok, changed := nd.ledger.take(st.pdb.UID)
+		var ok bool
+		var changed <-chan struct{}
+		ok, version, changed = nd.ledger.take(st.pdb.UID, nd.clock.Now())
 		if !ok {
 			reason, msg := nd.diagnose(ctx, st.pdb)
 			nd.block(st, reason, msg, reason == ReasonPDBDeadlock)
@@ -88,8 +90,8 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 		took = true
 	}
 	err := nd.evictPod(ctx, st, grace)
-	if err != nil && took {
-		nd.ledger.refund(st.pdb.UID)
+	if err != nil && took && !apierrors.IsTooManyRequests(err) {
+		nd.ledger.refund(st.pdb.UID, version)
 	}
 	switch {
 	case err == nil:
@@ -113,7 +115,7 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 		if st.pdb == nil {
 			return step{after: retry} // the API server is throttling, not a budget
 		}
-		changed := nd.ledger.exhausted(st.pdb.UID)
+		changed := nd.ledger.exhausted(st.pdb.UID, version)
 		reason, msg := nd.diagnose(ctx, st.pdb)
 		nd.block(st, reason, msg, reason == ReasonPDBDeadlock)
 		return step{wake: changed, after: max(retry, 5*time.Second)}

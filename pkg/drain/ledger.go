@@ -2,6 +2,7 @@ package drain
 
 import (
 	"sync"
+	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -11,8 +12,12 @@ import (
 // already makes each eviction atomic against its PDB; the ledger keeps the
 // drain from asking more often than a budget allows, so pods on several nodes
 // do not race each other into a storm of 429s. It holds, per PDB, the
-// disruptionsAllowed last watched and how many of them this drain has spent
-// since; a fresh status from the watch replaces both.
+// disruptionsAllowed last watched (a version of the status) and how many of
+// them this drain has spent since; a fresh status from the watch replaces both.
+//
+// The ledger only ever saves requests: when it has said no for probeAfter with
+// no status change, it lets one eviction through to ask the API server itself,
+// so a wrong local view can delay a pod but never strand it.
 type ledger struct {
 	mu      sync.Mutex
 	entries map[types.UID]*ledgerEntry
@@ -23,7 +28,12 @@ type ledgerEntry struct {
 	version string
 	spent   int32
 	changed chan struct{} // closed when the entry is replaced by a newer status
+	lastTry time.Time     // last time an eviction was let through
 }
+
+// probeAfter is how long the ledger may hold pods back without seeing any
+// change before it lets one eviction ask the API server.
+const probeAfter = 10 * time.Second
 
 func newLedger() *ledger { return &ledger{entries: map[types.UID]*ledgerEntry{}} }
 
@@ -35,41 +45,46 @@ func (l *ledger) observe(pdb *policyv1.PodDisruptionBudget) {
 	if ok && e.version == pdb.ResourceVersion {
 		return
 	}
-	l.entries[pdb.UID] = &ledgerEntry{allowed: pdb.Status.DisruptionsAllowed, version: pdb.ResourceVersion, changed: make(chan struct{})}
+	fresh := &ledgerEntry{allowed: pdb.Status.DisruptionsAllowed, version: pdb.ResourceVersion, changed: make(chan struct{})}
 	if ok {
+		fresh.lastTry = e.lastTry
 		close(e.changed)
 	}
+	l.entries[pdb.UID] = fresh
 }
 
-// take spends one disruption of the budget if one is left. Otherwise it
-// returns a channel closed when the budget's status next changes.
-func (l *ledger) take(pdb types.UID) (bool, <-chan struct{}) {
+// take spends one disruption of the budget if one is left, returning the
+// status version it was spent against. Otherwise it returns a channel closed
+// when the budget's status next changes.
+func (l *ledger) take(pdb types.UID, now time.Time) (ok bool, version string, changed <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.entries[pdb]
-	if !ok {
+	e, seen := l.entries[pdb]
+	if !seen {
 		e = &ledgerEntry{allowed: 1, changed: make(chan struct{})} // unseen: let the API server decide
 		l.entries[pdb] = e
 	}
-	if e.allowed-e.spent > 0 {
+	if e.allowed-e.spent > 0 || now.Sub(e.lastTry) >= probeAfter {
 		e.spent++
-		return true, nil
+		e.lastTry = now
+		return true, e.version, nil
 	}
-	return false, e.changed
+	return false, e.version, e.changed
 }
 
 // refund returns a disruption the drain took but did not use.
-func (l *ledger) refund(pdb types.UID) {
+func (l *ledger) refund(pdb types.UID, version string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e, ok := l.entries[pdb]; ok && e.spent > 0 {
+	if e, ok := l.entries[pdb]; ok && e.version == version && e.spent > 0 {
 		e.spent--
 	}
 }
 
-// exhausted records that the API server refused an eviction: the budget is at
-// zero until the watch says otherwise.
-func (l *ledger) exhausted(pdb types.UID) <-chan struct{} {
+// exhausted records that the API server refused an eviction made against
+// status version: that status has no disruption left. A newer status seen
+// since is left alone; it already says what the server thinks.
+func (l *ledger) exhausted(pdb types.UID, version string) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.entries[pdb]
@@ -77,6 +92,8 @@ func (l *ledger) exhausted(pdb types.UID) <-chan struct{} {
 		e = &ledgerEntry{changed: make(chan struct{})}
 		l.entries[pdb] = e
 	}
-	e.spent = e.allowed
+	if e.version == version {
+		e.spent = e.allowed
+	}
 	return e.changed
 }

@@ -306,8 +306,10 @@ func (nd *nodeDrain) evictAll(ctx context.Context) {
 	wg.Wait()
 }
 
-// waves groups the pods that must leave by priority, lowest first, with
-// system-critical pods last; within a wave, the longest shutdowns start first.
+// waves groups the pods that must leave by priority, lowest first, then
+// system-critical pods, then (with --evict-daemonsets) DaemonSet pods, as the
+// kubelet's graceful shutdown orders them; within a wave, the longest
+// shutdowns start first.
 func (nd *nodeDrain) waves() [][]*podState {
 	groups := map[int64][]*podState{}
 	for _, st := range nd.states {
@@ -318,8 +320,13 @@ func (nd *nodeDrain) waves() [][]*podState {
 		if st.pod.Spec.Priority != nil {
 			p = int64(*st.pod.Spec.Priority)
 		}
-		if st.class.verdict == waitGone {
+		switch {
+		case st.class.verdict == waitGone:
 			p = -1 << 40 // already going: wait for it from the start
+		case st.class.reason == ReasonDaemonSetPod:
+			p = 1 << 40 // node agents go after everything, system-critical pods included
+		case p >= systemCriticalPriority:
+			p = 1 << 39
 		}
 		groups[p] = append(groups[p], st)
 	}

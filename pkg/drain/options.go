@@ -24,6 +24,10 @@ const (
 type Options struct {
 	// IgnoreDaemonSets leaves DaemonSet pods on the node instead of refusing the drain.
 	IgnoreDaemonSets bool
+	// EvictDaemonSets evicts DaemonSet pods in a last wave, after every other
+	// pod has gone, so node agents (log shippers, monitoring) shut down
+	// gracefully and see the rest leave. Their DaemonSet may recreate them.
+	EvictDaemonSets bool
 	// DeleteEmptyDirData evicts pods with emptyDir volumes; their data is lost.
 	DeleteEmptyDirData bool
 	// Force evicts pods no controller manages (nothing recreates them), and
@@ -61,6 +65,9 @@ func (o *Options) Validate(now time.Time) error {
 	var errs []error
 	if o.GracePeriodSeconds != nil && *o.GracePeriodSeconds < 0 {
 		errs = append(errs, fmt.Errorf("--grace-period %d: use -1 for each pod's own, or 0 and up", *o.GracePeriodSeconds))
+	}
+	if o.IgnoreDaemonSets && o.EvictDaemonSets {
+		errs = append(errs, errors.New("--ignore-daemonsets and --evict-daemonsets contradict each other: choose one"))
 	}
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must not be negative", o.Timeout))

@@ -7,7 +7,8 @@ type Reason string
 
 // Reasons. The set only grows; tools may match on these strings.
 const (
-	// ReasonDaemonSetPod: managed by a DaemonSet, which would recreate it on the node.
+	// ReasonDaemonSetPod: managed by a DaemonSet, which would recreate it on the
+	// node (with --evict-daemonsets, it is evicted last and carries this reason).
 	ReasonDaemonSetPod Reason = "DaemonSetPod"
 	// ReasonMirrorPod: the API mirror of a static pod; only the kubelet can remove it.
 	ReasonMirrorPod Reason = "MirrorPod"

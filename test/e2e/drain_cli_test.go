@@ -17,6 +17,9 @@ import (
 // TestDrainCommandContract checks what scripts rely on: the JSON report's
 // shape, exit 0 when drained, 3 when a pod could not leave, 1 on bad input.
 func TestDrainCommandContract(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the sandbox")
+	}
 	sluice := buildSluice(t)
 	env := sandboxtest.New(t)
 	kubeconfig := writeKubeconfig(t, env)

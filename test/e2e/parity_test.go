@@ -106,6 +106,9 @@ func scenarios() []scenario {
 // untouched (the drain stopped before it). The one intended difference: when it
 // refuses, sluice does not cordon the node (kubectl does).
 func TestParityWithKubectlDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the sandbox")
+	}
 	tools, err := sandbox.FindBinaries(context.Background(), "", os.Stderr)
 	if err != nil {
 		t.Fatal(err)

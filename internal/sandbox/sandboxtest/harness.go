@@ -44,8 +44,12 @@ var shared *sandbox.Sandbox
 
 // Main starts the package's sandbox, runs the tests and stops it. Call it from
 // TestMain. A sandbox that cannot start fails the whole package with the reason.
+// With -short no sandbox starts and the tests that need one skip.
 func Main(m *testing.M) {
 	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	os.Exit(run(m))
 }
 
@@ -84,6 +88,9 @@ type Env struct {
 // New returns an Env with a namespace of its own, deleted when the test ends.
 func New(t testing.TB) *Env {
 	t.Helper()
+	if shared == nil && testing.Short() {
+		t.Skip("needs the sandbox control plane; run without -short")
+	}
 	if shared == nil {
 		t.Fatal("sandboxtest.New: no sandbox; call sandboxtest.Main from TestMain")
 	}
