@@ -26,8 +26,8 @@ const (
 // claimTTL is how long a claim stays live without renewal; claimRenew is how
 // often a running drain renews it.
 const (
-	claimTTL   = 20 * time.Second
-	claimRenew = 5 * time.Second
+	claimTTL   = 30 * time.Second
+	claimRenew = 10 * time.Second
 )
 
 // claim is a drain's record on the node.

@@ -83,7 +83,7 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 		var changed <-chan struct{}
 		ok, version, changed = nd.ledger.take(st.pdb.UID, nd.clock.Now())
 		if !ok {
-			reason, msg := nd.diagnose(ctx, st.pdb)
+			reason, msg := nd.whyHeld(ctx, st)
 			nd.block(st, reason, msg, reason == ReasonPDBDeadlock)
 			return step{wake: changed, after: 5 * time.Second}
 		}
@@ -116,7 +116,7 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 			return step{after: retry} // the API server is throttling, not a budget
 		}
 		changed := nd.ledger.exhausted(st.pdb.UID, version)
-		reason, msg := nd.diagnose(ctx, st.pdb)
+		reason, msg := nd.whyHeld(ctx, st)
 		nd.block(st, reason, msg, reason == ReasonPDBDeadlock)
 		return step{wake: changed, after: max(retry, 5*time.Second)}
 	case isMultipleBudgets(err):
@@ -128,6 +128,24 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 		return step{after: *backoff}
 	}
 	return nd.failed(st, err, backoff)
+}
+
+// diagnoseAfter is how long a pod is held before the drain looks at the
+// budget's pods to tell a deadlock from a budget that is still recovering.
+// Most holds last a second, until a replacement is Ready; the status says
+// enough for those, and the look costs a request.
+const diagnoseAfter = 5 * time.Second
+
+// whyHeld explains why the pod's budget holds it.
+func (nd *nodeDrain) whyHeld(ctx context.Context, st *podState) (Reason, string) {
+	if st.blockedSince == nil || nd.clock.Since(*st.blockedSince) < diagnoseAfter {
+		s := st.pdb.Status
+		if fresh, err := nd.pdbs.PodDisruptionBudgets(st.pdb.Namespace).Get(st.pdb.Name); err == nil {
+			s = fresh.Status
+		}
+		return ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d", st.pdb.Name, s.DesiredHealthy, s.CurrentHealthy)
+	}
+	return nd.diagnose(ctx, st.pdb)
 }
 
 func (nd *nodeDrain) failed(st *podState, err error, backoff *time.Duration) step {
