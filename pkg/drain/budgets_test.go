@@ -34,7 +34,7 @@ func TestPDBBlockedPodsWaitForReplacements(t *testing.T) {
 	d.expect(t, "web", want{outcome: drain.PodEvicted})
 	var blocked bool
 	for _, p := range d.progress {
-		if p.Kind == drain.ProgressBlocked && p.Reason == drain.ReasonPDBBlocked && p.PDB == "web" && strings.Contains(p.Message, "needs 2 healthy pods") {
+		if p.Kind == drain.ProgressBlocked && p.Reason == drain.ReasonPDBBlocked && p.PDB == "web" && strings.Contains(p.Message, "PodDisruptionBudget web") {
 			blocked = true
 		}
 	}

@@ -143,6 +143,10 @@ func (nd *nodeDrain) whyHeld(ctx context.Context, st *podState) (Reason, string)
 		if fresh, err := nd.pdbs.PodDisruptionBudgets(st.pdb.Namespace).Get(st.pdb.Name); err == nil {
 			s = fresh.Status
 		}
+		if s.DisruptionsAllowed > 0 {
+			return ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s allows %d disruption(s) and this drain's evictions are using them; waiting for replacements",
+				st.pdb.Name, s.DisruptionsAllowed)
+		}
 		return ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d", st.pdb.Name, s.DesiredHealthy, s.CurrentHealthy)
 	}
 	return nd.diagnose(ctx, st.pdb)
