@@ -23,11 +23,10 @@ type progressPrinter struct {
 	clock clock.WithTicker
 	tty   bool
 
-	mu     sync.Mutex
-	order  []string
-	nodes  map[string]*nodeProgress
-	drawn  int
-	lastAt time.Time
+	mu    sync.Mutex
+	order []string
+	nodes map[string]*nodeProgress
+	drawn int
 }
 
 type nodeProgress struct {

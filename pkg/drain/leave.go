@@ -93,10 +93,16 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 	if err != nil && took && !apierrors.IsTooManyRequests(err) {
 		nd.ledger.refund(st.pdb.UID, version)
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		nd.asked(st, PodEvicted, grace)
 		return step{asked: true}
+	}
+	return nd.refused(ctx, st, err, version, backoff)
+}
+
+// refused decides what an eviction error means for the pod.
+func (nd *nodeDrain) refused(ctx context.Context, st *podState, err error, version string, backoff *time.Duration) step {
+	switch {
 	case apierrors.IsNotFound(err):
 		st.markGone(nd.clock.Now())
 		return step{asked: true}
