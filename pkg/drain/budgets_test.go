@@ -184,9 +184,48 @@ func TestDeadlineForcesHeldPodsOrStops(t *testing.T) {
 	}
 }
 
-func TestAdmissionDeniedAndTimeout(t *testing.T) {
+// TestAdmissionDenied: an eviction a policy refuses is reported with the
+// policy's words, ends a drain with --timeout on time, ends a drain without
+// one once the denials repeat, and is never overridden by a deadline.
+func TestAdmissionDenied(t *testing.T) {
 	t.Parallel()
-	s := newScene(t, 1)
+	s := newScene(t, 3)
+	ns := s.env.Namespace
+	denyEvictions(t, s)
+	for i, app := range []string{"timeout", "untimed", "deadline"} {
+		s.env.Create(t, fixture.Deployment(ns, app, 1, onNode(s.nodes[i]), fixture.GracePeriod(3)))
+	}
+	s.env.WaitForPods(t, "app in (timeout,untimed,deadline)", 3)
+	time.Sleep(2 * time.Second) // the API server loads the policy asynchronously
+
+	t.Run("timeout", func(t *testing.T) {
+		d := s.run(t, drain.Options{Timeout: 6 * time.Second}, s.nodes[0])
+		d.node(t, 0, drain.NodeBlocked)
+		d.expect(t, "timeout", want{outcome: drain.PodBlocked, reason: drain.ReasonAdmissionDenied, message: "evictions are frozen"})
+		if d.took > 9*time.Second {
+			t.Errorf("drain with --timeout 6s took %s", d.took)
+		}
+	})
+	t.Run("no-timeout-ends-by-itself", func(t *testing.T) {
+		d := s.run(t, drain.Options{}, s.nodes[1])
+		d.node(t, 0, drain.NodeBlocked)
+		d.expect(t, "untimed", want{outcome: drain.PodBlocked, reason: drain.ReasonAdmissionDenied})
+		if d.took > 20*time.Second {
+			t.Errorf("a drain against a policy that keeps denying took %s; want it to give up after repeated denials", d.took)
+		}
+	})
+	t.Run("deadline-does-not-override-a-policy", func(t *testing.T) {
+		d := s.run(t, drain.Options{Deadline: time.Now().Add(8 * time.Second)}, s.nodes[2])
+		d.node(t, 0, drain.NodeBlocked)
+		d.expect(t, "deadline", want{outcome: drain.PodBlocked, reason: drain.ReasonAdmissionDenied})
+		if left := s.podUIDs(t); len(left) != 3 {
+			t.Errorf("pods after the drains: %v; a denied pod must never be deleted", left)
+		}
+	})
+}
+
+func denyEvictions(t *testing.T, s *scene) {
+	t.Helper()
 	ns := s.env.Namespace
 	ctx := context.Background()
 	name := "deny-evictions-" + ns
@@ -223,16 +262,25 @@ func TestAdmissionDeniedAndTimeout(t *testing.T) {
 	t.Cleanup(func() {
 		_ = s.env.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	s.env.Create(t, fixture.Deployment(ns, "web", 1, s.onAll))
-	s.env.WaitForPods(t, "app=web", 1)
-	// The policy takes effect once the API server has loaded it.
-	time.Sleep(2 * time.Second)
-	d := s.run(t, drain.Options{Timeout: 6 * time.Second}, s.nodes[0])
+}
+
+// TestDeadlineStillReportsRefusedPods: with a deadline, everything that can
+// leave does, but a pod refused for want of a flag keeps the node from being
+// reported drained.
+func TestDeadlineStillReportsRefusedPods(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, 1)
+	ns := s.env.Namespace
+	s.env.Create(t,
+		fixture.Deployment(ns, "plain", 1, s.onAll, fixture.ExitsAfter(1)),
+		fixture.Pod(ns, "lonely", fixture.OnNode(s.nodes[0])),
+	)
+	s.env.WaitForPods(t, "app in (plain,lonely)", 2)
+	s.addSpare(t, 1)
+	d := s.run(t, drain.Options{Deadline: time.Now().Add(10 * time.Second)}, s.nodes[0])
 	d.node(t, 0, drain.NodeBlocked)
-	d.expect(t, "web", want{outcome: drain.PodBlocked, reason: drain.ReasonAdmissionDenied, message: "evictions are frozen"})
-	if d.took > 9*time.Second {
-		t.Errorf("drain with --timeout 6s took %s", d.took)
-	}
+	d.expect(t, "plain", want{outcome: drain.PodEvicted})
+	d.expect(t, "lonely", want{outcome: drain.PodBlocked, reason: drain.ReasonUnreplicated})
 }
 
 func TestParallelDrainsShareOneBudget(t *testing.T) {

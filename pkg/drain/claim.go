@@ -3,10 +3,12 @@ package drain
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -59,8 +61,7 @@ func heldByOther(node *corev1.Node, id string, now time.Time) (claim, bool) {
 }
 
 // claimAndCordon claims the node and cordons it in one conditional patch, so
-// two drains racing for a node cannot both win. It returns whether the node
-// was resumed from an earlier, abandoned drain.
+// two drains racing for a node cannot both win.
 func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *corev1.Node, c claim) error {
 	data, err := json.Marshal(c)
 	if err != nil {
@@ -77,18 +78,39 @@ func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *core
 	return patchNode(ctx, client, node.Name, patch)
 }
 
-// renewClaim refreshes the claim's renewal time.
-func renewClaim(ctx context.Context, client kubernetes.Interface, node string, c claim) error {
-	data, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encoding claim: %w", err)
-	}
-	return patchNode(ctx, client, node, map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationDrain: string(data)}}})
-}
+// errClaimLost means another drain has taken the node over.
+var errClaimLost = errors.New("the drain claim on the node is no longer this drain's")
 
-// releaseClaim removes the claim; the cordon stays, as after kubectl drain.
-func releaseClaim(ctx context.Context, client kubernetes.Interface, node string) error {
-	return patchNode(ctx, client, node, map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationDrain: nil}}})
+// rewriteClaim replaces our claim on the node with c, or removes it when c is
+// nil, but only while the claim is still ours: a drain whose renewals failed
+// long enough for another to take over must not overwrite or delete that
+// drain's claim. The patch is conditional on the node's resourceVersion.
+func rewriteClaim(ctx context.Context, client kubernetes.Interface, nodeName, id string, c *claim) error {
+	var value any // JSON null removes the annotation
+	if c != nil {
+		data, err := json.Marshal(c)
+		if err != nil {
+			return fmt.Errorf("encoding claim: %w", err)
+		}
+		value = string(data)
+	}
+	var err error
+	for range 3 {
+		var node *corev1.Node
+		node, err = client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading node %s: %w", nodeName, err)
+		}
+		if cur, ok := claimOf(node); !ok || cur.ID != id {
+			return errClaimLost
+		}
+		err = patchNode(ctx, client, nodeName, map[string]any{"metadata": map[string]any{
+			"resourceVersion": node.ResourceVersion, "annotations": map[string]any{AnnotationDrain: value}}})
+		if err == nil || !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return err
 }
 
 func patchNode(ctx context.Context, client kubernetes.Interface, node string, patch map[string]any) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -104,13 +105,13 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 func (nd *nodeDrain) refused(ctx context.Context, st *podState, err error, version string, backoff *time.Duration) step {
 	switch {
 	case apierrors.IsNotFound(err):
-		st.markGone(nd.clock.Now())
-		return step{asked: true}
+		st.markGone(nd.clock.Now()) // someone else deleted it; the loop records that
+		return step{}
 	case apierrors.IsConflict(err):
 		// The UID precondition failed: a pod of the same name is another pod.
 		if nd.replaced(ctx, st) {
 			st.markGone(nd.clock.Now())
-			return step{asked: true}
+			return step{}
 		}
 		return step{after: time.Second}
 	case apierrors.IsTooManyRequests(err):
@@ -118,8 +119,17 @@ func (nd *nodeDrain) refused(ctx context.Context, st *podState, err error, versi
 		if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
 			retry = time.Duration(s) * time.Second
 		}
-		if st.pdb == nil {
+		if !isBudgetRefusal(err) {
 			return step{after: retry} // the API server is throttling, not a budget
+		}
+		if st.pdb == nil {
+			// A budget created after the pod was classified.
+			matched := budgetsFor(st.pod, nd.budgets())
+			if len(matched) != 1 {
+				nd.block(st, ReasonPDBBlocked, "the eviction was refused by a disruption budget: "+err.Error(), false)
+				return step{after: max(retry, 5*time.Second)}
+			}
+			st.pdb, st.pdbName = matched[0], matched[0].Name
 		}
 		changed := nd.ledger.exhausted(st.pdb.UID, version)
 		reason, msg := nd.whyHeld(ctx, st)
@@ -129,7 +139,10 @@ func (nd *nodeDrain) refused(ctx context.Context, st *podState, err error, versi
 		nd.block(st, ReasonMultiplePDBs, "more than one PodDisruptionBudget selects the pod and the eviction API refuses it: make the budgets' selectors disjoint", true)
 		return step{after: 30 * time.Second}
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-		nd.block(st, ReasonAdmissionDenied, "the eviction was refused: "+err.Error(), false)
+		st.denials++
+		// A policy that says no three times running is not going to change its
+		// mind by itself: count the pod as stuck, so a drain with no timeout ends.
+		nd.block(st, ReasonAdmissionDenied, "the eviction was refused: "+err.Error(), st.denials >= 3)
 		*backoff = min(*backoff*2, 30*time.Second)
 		return step{after: *backoff}
 	}
@@ -277,6 +290,12 @@ func (nd *nodeDrain) forcePoint(st *podState) (time.Time, bool) {
 	if nd.opts.Deadline.IsZero() || nd.opts.OnDeadline != OnDeadlineDelete || st.blockedSince == nil {
 		return time.Time{}, false
 	}
+	switch st.reason {
+	case ReasonPDBBlocked, ReasonPDBDeadlock, ReasonMultiplePDBs, ReasonDoNotDisrupt:
+	default:
+		// An admission denial or an API error is not ours to override.
+		return time.Time{}, false
+	}
 	return nd.opts.Deadline.Add(-time.Duration(nd.podGrace(st)+2) * time.Second), true
 }
 
@@ -304,6 +323,21 @@ func (nd *nodeDrain) force(ctx context.Context, st *podState) {
 	nd.hooks.Observer.Observe(Progress{Time: now, Node: nd.name, Kind: ProgressForced, Pod: st.key, Reason: ReasonDeadlineForced, Message: why, PDB: st.pdbName})
 	nd.hooks.Recorder.Eventf(st.pod, corev1.EventTypeWarning, string(ReasonDeadlineForced), "sluice drain of %s: %s", nd.name, why)
 	nd.awaitGone(ctx, st)
+}
+
+// isBudgetRefusal recognises the 429 the eviction API answers for a budget
+// (its details carry a DisruptionBudget cause), as opposed to throttling.
+func isBudgetRefusal(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, c := range status.Status().Details.Causes {
+		if c.Type == policyv1.DisruptionBudgetCause {
+			return true
+		}
+	}
+	return false
 }
 
 // isMultipleBudgets recognises the API server's refusal to evict a pod that

@@ -2,6 +2,7 @@ package drain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -29,9 +31,12 @@ type nodeDrain struct {
 	node  *corev1.Node
 	start time.Time
 
+	pods corelisters.PodLister // the node's pods, as watched
+
 	mu     sync.Mutex
 	states []*podState
 	byUID  map[types.UID]*podState
+	claim  claim // as written on the node
 }
 
 // podState is one pod's way off the node. Its result fields are written by
@@ -57,6 +62,7 @@ type podState struct {
 	blockedSince *time.Time
 	grace        *int64
 	announced    Reason
+	denials      int
 }
 
 func (st *podState) markGone(at time.Time) {
@@ -122,6 +128,12 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	if err := nd.claimAndCordon(ctx); err != nil {
 		return nd.report(NodeFailed, err.Error(), nd.node.Spec.Unschedulable)
 	}
+	// Pods bound to the node between the first look and the cordon are
+	// classified now; none can arrive after it.
+	if pods, err := nd.pods.List(nd.opts.PodSelector); err == nil {
+		sortPods(pods)
+		nd.classifyAll(ctx, pods)
+	}
 	nd.hooks.Observer.Observe(Progress{Time: nd.clock.Now(), Node: nd.name, Kind: ProgressCordoned})
 	nd.hooks.Recorder.Eventf(node, corev1.EventTypeNormal, "DrainStarted", "sluice: draining %d pods", nd.count(mustLeave, hold, waitGone))
 	renewDone := nd.keepClaim(ctx)
@@ -129,7 +141,7 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	renewDone()
 	releaseCtx, releaseCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer releaseCancel()
-	releaseErr := releaseClaim(releaseCtx, nd.client, nd.name)
+	releaseErr := rewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nil)
 
 	outcome, msg := NodeDrained, ""
 	if left := nd.remaining(); left > 0 {
@@ -160,7 +172,8 @@ func (nd *nodeDrain) watchPods(ctx context.Context) ([]*corev1.Pod, error) {
 			return nil, fmt.Errorf("listing pods on %s: %w", nd.name, context.Cause(ctx))
 		}
 	}
-	all, err := inf.Lister().List(nd.opts.PodSelector)
+	nd.pods = inf.Lister()
+	all, err := nd.pods.List(nd.opts.PodSelector)
 	if err != nil {
 		return nil, fmt.Errorf("listing pods on %s: %w", nd.name, err)
 	}
@@ -193,9 +206,12 @@ func (nd *nodeDrain) classifyAll(ctx context.Context, pods []*corev1.Pod) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	for _, pod := range pods {
+		if _, known := nd.byUID[pod.UID]; known {
+			continue
+		}
 		st := &podState{pod: pod, key: pod.Namespace + "/" + pod.Name, gone: make(chan struct{}), settled: make(chan struct{})}
 		st.class = nd.classify.classify(ctx, pod)
-		if st.class.verdict == mustLeave && !nd.opts.DisableEviction && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+		if st.class.verdict == mustLeave && !nd.opts.DisableEviction && budgetApplies(pod, budgets) {
 			matched := budgetsFor(pod, budgets)
 			switch {
 			case len(matched) > 1:
@@ -211,6 +227,32 @@ func (nd *nodeDrain) classifyAll(ctx context.Context, pods []*corev1.Pod) {
 		nd.states = append(nd.states, st)
 		nd.byUID[pod.UID] = st
 	}
+	// A deletion the watch delivered before the pod had a state was dropped;
+	// catch it from the watched list.
+	for _, st := range nd.states {
+		if p, err := nd.pods.Pods(st.pod.Namespace).Get(st.pod.Name); err != nil || p.UID != st.pod.UID {
+			st.markGone(nd.clock.Now())
+		}
+	}
+}
+
+// budgetApplies reports whether the eviction API checks budgets for the pod:
+// it does not for pods that are not running yet or have finished, and a pod
+// that is not Ready under an AlwaysAllow budget goes regardless.
+func budgetApplies(pod *corev1.Pod, budgets []*policyv1.PodDisruptionBudget) bool {
+	switch pod.Status.Phase {
+	case corev1.PodPending, corev1.PodSucceeded, corev1.PodFailed:
+		return false
+	}
+	if podReady(pod) {
+		return true
+	}
+	for _, pdb := range budgetsFor(pod, budgets) {
+		if pdb.Spec.UnhealthyPodEvictionPolicy == nil || *pdb.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow {
+			return true
+		}
+	}
+	return false
 }
 
 func (nd *nodeDrain) count(verdicts ...verdict) int {
@@ -237,6 +279,7 @@ func (nd *nodeDrain) claimAndCordon(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		err := claimAndCordon(ctx, nd.client, nd.node, c)
 		if err == nil {
+			nd.claim = c
 			return nil
 		}
 		if !apierrors.IsConflict(err) || attempt == 5 {
@@ -253,7 +296,8 @@ func (nd *nodeDrain) claimAndCordon(ctx context.Context) error {
 	}
 }
 
-// keepClaim renews the claim until the returned function is called.
+// keepClaim renews the claim until the returned function is called, and
+// stops renewing if another drain has taken the node over.
 func (nd *nodeDrain) keepClaim(ctx context.Context) func() {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -261,18 +305,17 @@ func (nd *nodeDrain) keepClaim(ctx context.Context) func() {
 		defer close(done)
 		ticker := nd.clock.NewTicker(claimRenew)
 		defer ticker.Stop()
-		c, _ := claimOf(nd.node)
-		c.ID, c.Holder = nd.id, nd.opts.Holder
-		if c.Started.IsZero() {
-			c.Started = nd.start
-		}
+		c := nd.claim
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-ticker.C():
 				c.Renewed = nd.clock.Now()
-				_ = renewClaim(ctx, nd.client, nd.name, c) // a missed renewal is retried on the next tick
+				// A missed renewal is retried on the next tick; a lost claim ends renewal.
+				if err := rewriteClaim(ctx, nd.client, nd.name, nd.id, &c); errors.Is(err, errClaimLost) {
+					return
+				}
 			}
 		}
 	}()
@@ -288,6 +331,9 @@ func (nd *nodeDrain) evictAll(ctx context.Context) {
 	go nd.cancelWhenStuck(ctx, cancel)
 	var wg sync.WaitGroup
 	for _, wave := range nd.waves() {
+		if ctx.Err() != nil {
+			break // the rest stay NotEvicted
+		}
 		for _, st := range wave {
 			st.started.Store(true)
 			wg.Add(1)
@@ -379,7 +425,7 @@ func (nd *nodeDrain) cancelWhenStuck(ctx context.Context, cancel context.CancelF
 func (nd *nodeDrain) remaining() int {
 	n := 0
 	for _, st := range nd.states {
-		if (st.class.verdict == mustLeave || st.class.verdict == hold || st.class.verdict == waitGone) && !st.isGone() {
+		if st.class.verdict != skip && !st.isGone() {
 			n++
 		}
 	}
