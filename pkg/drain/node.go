@@ -119,7 +119,14 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	if nd.opts.DryRun {
 		return nd.simulate()
 	}
-	if n := nd.count(refuse) + nd.count(hold); n > 0 && nd.opts.Deadline.IsZero() {
+	refuseEarly := nd.count(refuse)+nd.count(hold) > 0 && nd.opts.Deadline.IsZero()
+	for _, st := range nd.states {
+		if st.class.verdict == refuse || (st.class.verdict == hold && refuseEarly) {
+			nd.hooks.Observer.Observe(Progress{Time: nd.clock.Now(), Node: nd.name, Kind: ProgressBlocked, Pod: st.key,
+				Reason: st.class.reason, Message: st.class.message, PDB: st.pdbName})
+		}
+	}
+	if n := nd.count(refuse) + nd.count(hold); refuseEarly {
 		msg := fmt.Sprintf("%d pod(s) cannot leave as things stand (see their reasons); nothing was evicted and the node was not cordoned", n)
 		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", msg)
 		return nd.report(NodeBlocked, msg, node.Spec.Unschedulable)

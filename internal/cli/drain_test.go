@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+func TestDrainFlagsToOptions(t *testing.T) {
+	now := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name    string
+		flags   drainFlags
+		args    []string
+		wantErr string
+		check   func(t *testing.T, o drain.Options)
+	}{
+		{name: "defaults", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", dryRun: "none", output: "text"},
+			check: func(t *testing.T, o drain.Options) {
+				if o.GracePeriodSeconds != nil || o.DryRun || !o.Deadline.IsZero() || o.Parallel != 1 || o.OnDeadline != drain.OnDeadlineDelete {
+					t.Errorf("defaults: %+v", o)
+				}
+			}},
+		{name: "grace period and deadline as a duration", args: []string{"n1"}, flags: drainFlags{gracePeriod: 5, deadline: "30s", onDeadline: "stop", dryRun: "none"},
+			check: func(t *testing.T, o drain.Options) {
+				if o.GracePeriodSeconds == nil || *o.GracePeriodSeconds != 5 || !o.Deadline.Equal(now.Add(30*time.Second)) || o.OnDeadline != drain.OnDeadlineStop {
+					t.Errorf("got grace %v deadline %s on-deadline %s", o.GracePeriodSeconds, o.Deadline, o.OnDeadline)
+				}
+			}},
+		{name: "deadline as a time", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, deadline: "2026-11-21T08:05:00Z", onDeadline: "delete"},
+			check: func(t *testing.T, o drain.Options) {
+				if !o.Deadline.Equal(now.Add(5 * time.Minute)) {
+					t.Errorf("deadline %s", o.Deadline)
+				}
+			}},
+		{name: "server dry run is simulated", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, dryRun: "server", onDeadline: "delete"},
+			check: func(t *testing.T, o drain.Options) {
+				if !o.DryRun {
+					t.Error("--dry-run=server: want a dry run")
+				}
+			}},
+		{name: "pod selector", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, podSelector: "app in (a,b)", onDeadline: "delete"},
+			check: func(t *testing.T, o drain.Options) {
+				if !o.PodSelector.Matches(labels.Set{"app": "a"}) || o.PodSelector.Matches(labels.Set{"app": "c"}) {
+					t.Errorf("pod selector %s", o.PodSelector)
+				}
+			}},
+		{name: "nodes and selector", args: []string{"n1"}, flags: drainFlags{selector: "a=b", gracePeriod: -1}, wantErr: "not both"},
+		{name: "nothing to drain", flags: drainFlags{gracePeriod: -1}, wantErr: "name the nodes"},
+		{name: "bad dry run", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, dryRun: "maybe"}, wantErr: `--dry-run "maybe"`},
+		{name: "bad deadline", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, deadline: "soon"}, wantErr: "give a duration"},
+		{name: "past deadline", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, deadline: "2026-11-21T07:00:00Z", onDeadline: "delete"}, wantErr: "already past"},
+		{name: "bad grace", args: []string{"n1"}, flags: drainFlags{gracePeriod: -2, onDeadline: "delete"}, wantErr: "--grace-period -2"},
+		{name: "bad on-deadline", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "panic"}, wantErr: "--on-deadline"},
+		{name: "bad pod selector", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, podSelector: "a in (", onDeadline: "delete"}, wantErr: "--pod-selector"},
+		{name: "daemonsets both ways", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete",
+			opts: drain.Options{IgnoreDaemonSets: true, EvictDaemonSets: true}}, wantErr: "contradict"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o, _, err := tc.flags.toOptions(now, tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, o)
+		})
+	}
+}
