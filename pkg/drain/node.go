@@ -126,8 +126,9 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 				Reason: st.class.reason, Message: st.class.message, PDB: st.pdbName})
 		}
 	}
-	if n := nd.count(refuse) + nd.count(hold); refuseEarly {
-		msg := fmt.Sprintf("%d pod(s) cannot leave as things stand (see their reasons); nothing was evicted and the node was not cordoned", n)
+	if refuseEarly {
+		msg := fmt.Sprintf("%d pod(s) cannot leave as things stand (see their reasons); nothing was evicted and the node was not cordoned",
+			nd.count(refuse)+nd.count(hold))
 		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", msg)
 		return nd.report(NodeBlocked, msg, node.Spec.Unschedulable)
 	}
@@ -136,7 +137,8 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 		return nd.report(NodeFailed, err.Error(), nd.node.Spec.Unschedulable)
 	}
 	// Pods bound to the node between the first look and the cordon are
-	// classified now; none can arrive after it.
+	// classified now, as far as the watch has delivered them; the scheduler
+	// binds nothing new to a cordoned node.
 	if pods, err := nd.pods.List(nd.opts.PodSelector); err == nil {
 		sortPods(pods)
 		nd.classifyAll(ctx, pods)
