@@ -251,7 +251,7 @@ func (c *Cluster) countSpread(pod *corev1.Pod, info *podInfo) {
 				lowest = n
 			}
 		}
-		if lowest < 0 || (s.MinDomains != nil && int32(len(counts)) < *s.MinDomains) {
+		if lowest < 0 || (s.MinDomains != nil && len(counts) < int(*s.MinDomains)) {
 			lowest = 0
 		}
 		info.spreadCounts = append(info.spreadCounts, counts)
