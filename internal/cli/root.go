@@ -49,7 +49,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDrainCommand(), newVersionCommand(), newSandboxCommand())
+	root.AddCommand(newDrainCommand(), newDoctorCommand(), newVersionCommand(), newSandboxCommand())
 	return root
 }
 

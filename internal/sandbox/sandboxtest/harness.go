@@ -140,6 +140,23 @@ func (e *Env) CreateNodes(t testing.TB, pool fixture.Pool) []*corev1.Node {
 	for _, n := range nodes {
 		e.WaitForNodeReady(t, n.Name, true)
 	}
+	// The node lifecycle controller lifts its start-up not-ready taint a
+	// moment after the node reports Ready; until then nothing schedules there.
+	for _, n := range nodes {
+		name := n.Name
+		e.WaitFor(t, 30*time.Second, "node "+name+" without the not-ready taint", func(ctx context.Context) (bool, error) {
+			node, err := e.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, taint := range node.Spec.Taints {
+				if taint.Key == corev1.TaintNodeNotReady {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	}
 	return nodes
 }
 

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/pkg/doctor"
+)
+
+func newDoctorCommand() *cobra.Command {
+	var client kube.ClientFlags
+	var selector, output string
+	cmd := &cobra.Command{
+		Use:   "doctor [node NAME... | -l SELECTOR]",
+		Short: "Find what will make a drain hang, lose data or run out of time, before it starts",
+		Long: `Doctor checks PodDisruptionBudgets (ones that can never allow an eviction, overlap, select
+nothing or are at zero now), pods a drain refuses or loses (no controller, emptyDir, hostPath,
+do-not-disrupt, stuck terminating), shutdowns longer than a spot node's notice, and whether each
+node's pods would fit elsewhere if it were drained now. Each finding names the object, the reason
+code and what to change.
+
+Exit status: 0 no errors, 3 at least one error (a drain would hang or lose data), 1 doctor failed.`,
+		Example: `  sluice doctor
+  sluice doctor node aks-user-12345678-vmss000002
+  sluice doctor -l kubernetes.azure.com/agentpool=user -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
+			var targets []string
+			switch {
+			case len(args) > 0 && args[0] != "node":
+				return fmt.Errorf("unknown argument %q: use `sluice doctor`, `sluice doctor node NAME...` or -l SELECTOR", args[0])
+			case len(args) == 1:
+				return fmt.Errorf("`sluice doctor node` needs at least one node name")
+			case len(args) > 1 && selector != "":
+				return fmt.Errorf("name nodes or give --selector, not both")
+			case len(args) > 1:
+				targets = args[1:]
+			}
+			return runDoctor(cmd.Context(), cmd.OutOrStdout(), client, selector, targets, format)
+		},
+	}
+	client.AddFlags(cmd.Flags())
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "check the nodes matching this label selector")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	return cmd
+}
+
+func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selector string, targets []string, format outputFormat) error {
+	c, _, err := flags.Client()
+	if err != nil {
+		return err
+	}
+	if selector != "" {
+		if targets, err = nodesMatching(ctx, c, selector); err != nil {
+			return err
+		}
+	}
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	known := map[string]bool{}
+	for _, n := range nodes.Items {
+		known[n.Name] = true
+	}
+	for _, t := range targets {
+		if !known[t] {
+			return fmt.Errorf("node %s not found", t)
+		}
+	}
+	pods, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	pdbs, err := c.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+	}
+	report := doctor.Diagnose(doctor.Input{Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items, Targets: targets, Now: clock.RealClock{}.Now()})
+	if format == outputJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
+	} else {
+		writeDoctorReport(out, report)
+	}
+	if report.Errors > 0 {
+		return exitError{code: ExitBlocked, err: fmt.Errorf("%d error(s): a drain would hang or lose data", report.Errors)}
+	}
+	return nil
+}
+
+func writeDoctorReport(out io.Writer, r doctor.Report) {
+	scope := "the cluster"
+	if len(r.Nodes) > 0 && len(r.Nodes) <= 5 {
+		scope = strings.Join(r.Nodes, ", ")
+	} else if len(r.Nodes) > 5 {
+		scope = fmt.Sprintf("%d nodes", len(r.Nodes))
+	}
+	fmt.Fprintf(out, "checked %s: %d error(s), %d warning(s)\n", scope, r.Errors, r.Warnings)
+	for _, sev := range []doctor.Severity{doctor.SeverityError, doctor.SeverityWarning, doctor.SeverityInfo} {
+		var rows []doctor.Finding
+		for _, f := range r.Findings {
+			if f.Severity == sev {
+				rows = append(rows, f)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "\n%s (%d)\n", strings.ToUpper(string(sev))+"S", len(rows))
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, f := range rows {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Code, f.Object, f.Message)
+			if f.Fix != "" {
+				fmt.Fprintf(tw, "  \t\tfix: %s\n", f.Fix)
+			}
+		}
+		_ = tw.Flush()
+	}
+}

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sluice-dev/sluice/internal/sandbox"
+	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/doctor"
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// TestDoctorTellsTheReferenceStory builds the night of
+// shared/reference/why-node-upgrade-drain-gets-stuck.md: a node about to be
+// upgraded runs a single-replica deployment whose budget is minAvailable 1,
+// and the one remaining node is too small for the rest of its pods. Doctor,
+// asked about that node, must name the budget, the pods with no room, and
+// the fix, and exit non-zero. The same run covers the other causes.
+func TestDoctorTellsTheReferenceStory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the sandbox")
+	}
+	sluice := buildSluice(t)
+	env := sandboxtest.New(t)
+	kubeconfig := writeKubeconfig(t, env)
+	ns := env.Namespace
+	group := map[string]string{"sluice.dev/doctor": ns}
+	upgrading := env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("up"), 1, fixture.InstanceType("Standard_D4s_v5", "4", "16Gi"), fixture.WithLabels(group)))[0].Name
+	on := fixture.NodeSelector(group)
+	env.Create(t,
+		fixture.Deployment(ns, "checkout", 1, on),
+		fixture.PDB(ns, "checkout", "checkout", fixture.MinAvailable("1")),
+		fixture.Deployment(ns, "api", 2, on, fixture.Requests("1500m", "1Gi")),
+		fixture.Pod(ns, "debug", fixture.OnNode(upgrading)),
+		fixture.Deployment(ns, "cache", 1, on, fixture.EmptyDir()),
+		fixture.Deployment(ns, "pinned", 1, on, fixture.Annotate(drain.AnnotationDoNotDisrupt, "true")),
+	)
+	env.WaitForPods(t, "app in (checkout,api,debug,cache,pinned)", 6)
+	spotPool := fixture.AKSPool(sandboxtest.UniqueName("spot"), 1, fixture.Spot(), fixture.WithLabels(group))
+	spot := env.CreateNodes(t, spotPool)[0].Name
+	env.Create(t, fixture.Deployment(ns, "batch", 1, fixture.TolerateSpot(), fixture.GracePeriod(120), fixture.NodeSelector(spotPool.Selector())))
+	env.WaitForPods(t, "app=batch", 1)
+	waitForBudget(t, env, "checkout")
+	// The remaining node: too small for api's pods.
+	small := env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("small"), 1, fixture.InstanceType("Standard_B2s", "1", "4Gi"), fixture.WithLabels(group)))[0].Name
+	// Someone cordoned the spot node and left no word.
+	if _, err := env.Client.CoreV1().Nodes().Patch(context.Background(), spot, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, code := run(t, sluice, "doctor", "node", upgrading, spot, "--kubeconfig", kubeconfig, "-o", "json")
+	if code != 3 {
+		t.Errorf("doctor with errors: exit %d, want 3 (%s)", code, errOut)
+	}
+	var report doctor.Report
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	expect := func(sev doctor.Severity, code, object, message, fix string) {
+		t.Helper()
+		for _, f := range report.Findings {
+			if f.Severity == sev && f.Code == code && strings.HasPrefix(f.Object, object) && strings.Contains(f.Message, message) && strings.Contains(f.Fix+f.Message, fix) {
+				return
+			}
+		}
+		t.Errorf("no %s %s finding for %s containing %q / fix %q", sev, code, object, message, fix)
+	}
+	expect(doctor.SeverityError, string(drain.ReasonPDBDeadlock), "poddisruptionbudget "+ns+"/checkout", "never allows an eviction", "scale deployment checkout to 2")
+	expect(doctor.SeverityError, doctor.CodeNoRoom, "pod "+ns+"/api-", "Insufficient cpu", "add capacity")
+	expect(doctor.SeverityError, string(drain.ReasonUnreplicated), "pod "+ns+"/debug", "no controller", "Deployment or StatefulSet")
+	expect(doctor.SeverityWarning, string(drain.ReasonLocalStorage), "pod "+ns+"/cache-", "emptyDir volume scratch", "PersistentVolume")
+	expect(doctor.SeverityError, string(drain.ReasonDoNotDisrupt), "pod "+ns+"/pinned-", "sluice.dev/do-not-disrupt=true", "remove the annotation")
+	expect(doctor.SeverityWarning, doctor.CodeGraceExceedsNotice, "pod "+ns+"/batch-", "asks for 120s", "30s")
+	expect(doctor.SeverityWarning, doctor.CodeCordonedUnknown, "node "+spot, "no record of who did it", "uncordon")
+	for _, f := range report.Findings {
+		if f.Code == doctor.CodeNoRoom && strings.Contains(f.Object, "/checkout-") {
+			t.Errorf("checkout fits on %s and must not be reported without room: %+v", small, f)
+		}
+	}
+
+	// A healthy node: room to spare, a budget that allows a disruption.
+	healthy := env.CreateNodes(t, fixture.EKSNodeGroup(sandboxtest.UniqueName("ok"), 2, fixture.WithLabels(map[string]string{"sluice.dev/doctor-ok": ns})))
+	okOn := fixture.NodeSelector(map[string]string{"sluice.dev/doctor-ok": ns})
+	env.Create(t, fixture.Deployment(ns, "web", 2, okOn), fixture.PDB(ns, "web", "web", fixture.MaxUnavailable("1")))
+	env.WaitForPods(t, "app=web", 2)
+	waitForBudget(t, env, "web")
+	out, errOut, code = run(t, sluice, "doctor", "node", healthy[0].Name, healthy[1].Name, "--kubeconfig", kubeconfig)
+	if code != 0 || !strings.Contains(out, "0 error(s)") {
+		t.Errorf("doctor on healthy nodes: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// A node that stopped reporting.
+	patch := []byte(`{"metadata":{"annotations":{"` + sandbox.AnnotationNotReady + `":"true"}}}`)
+	if _, err := env.Client.CoreV1().Nodes().Patch(context.Background(), healthy[1].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitForNodeReady(t, healthy[1].Name, false)
+	out, _, code = run(t, sluice, "doctor", "node", healthy[1].Name, "--kubeconfig", kubeconfig)
+	if code != 3 || !strings.Contains(out, doctor.CodeNodeNotReady) {
+		t.Errorf("doctor on a NotReady node: exit %d\n%s", code, out)
+	}
+}
