@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 func newDoctorCommand() *cobra.Command {
 	var client kube.ClientFlags
 	var selector, output string
+	var stuckAfter time.Duration
 	cmd := &cobra.Command{
 		Use:   "doctor [node NAME... | -l SELECTOR]",
 		Short: "Find what will make a drain hang, lose data or run out of time, before it starts",
@@ -48,16 +50,20 @@ Exit status: 0 no errors, 3 at least one error (a drain would hang or lose data)
 			case len(args) > 1:
 				targets = args[1:]
 			}
-			return runDoctor(cmd.Context(), cmd.OutOrStdout(), client, selector, targets, format)
+			if stuckAfter <= 0 {
+				return fmt.Errorf("--stuck-after %s: must be positive", stuckAfter)
+			}
+			return runDoctor(cmd.Context(), cmd.OutOrStdout(), client, selector, targets, format, stuckAfter)
 		},
 	}
 	client.AddFlags(cmd.Flags())
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "check the nodes matching this label selector")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	cmd.Flags().DurationVar(&stuckAfter, "stuck-after", time.Minute, "a terminating pod held by finalizers this long past its grace period is stuck")
 	return cmd
 }
 
-func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selector string, targets []string, format outputFormat) error {
+func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selector string, targets []string, format outputFormat, stuckAfter time.Duration) error {
 	c, _, err := flags.Client()
 	if err != nil {
 		return err
@@ -88,7 +94,7 @@ func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selec
 	if err != nil {
 		return fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
-	report := doctor.Diagnose(doctor.Input{Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items, Targets: targets, Now: clock.RealClock{}.Now()})
+	report := doctor.Diagnose(doctor.Input{Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items, Targets: targets, Now: clock.RealClock{}.Now(), StuckAfter: stuckAfter})
 	if format == outputJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")

@@ -67,10 +67,16 @@ type Input struct {
 	// Targets are the nodes to judge (room, time, pods); empty means all.
 	Targets []string
 	Now     time.Time
+	// StuckAfter is how long past its grace period a terminating pod held by
+	// finalizers counts as stuck; zero means one minute.
+	StuckAfter time.Duration
 }
 
 // Diagnose runs every check and returns the findings, errors first.
 func Diagnose(in Input) Report {
+	if in.StuckAfter == 0 {
+		in.StuckAfter = time.Minute
+	}
 	d := &diagnosis{in: in, targets: map[string]bool{}}
 	for i := range in.PDBs {
 		d.pdbs = append(d.pdbs, &in.PDBs[i])
@@ -206,7 +212,7 @@ func (d *diagnosis) pods() {
 			if p.DeletionGracePeriodSeconds != nil {
 				grace = *p.DeletionGracePeriodSeconds
 			}
-			if d.in.Now.Sub(p.DeletionTimestamp.Time) > time.Minute && len(p.Finalizers) > 0 {
+			if d.in.Now.Sub(p.DeletionTimestamp.Time) > d.in.StuckAfter && len(p.Finalizers) > 0 {
 				d.add(Finding{SeverityError, CodeStuckTerminating, obj, node, fmt.Sprintf(
 					"has been terminating for %s past its %ds grace period, held by finalizers %s",
 					d.in.Now.Sub(p.DeletionTimestamp.Time).Round(time.Second), grace, strings.Join(p.Finalizers, ", ")),

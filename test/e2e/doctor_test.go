@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -105,4 +107,92 @@ func TestDoctorTellsTheReferenceStory(t *testing.T) {
 	if code != 3 || !strings.Contains(out, doctor.CodeNodeNotReady) {
 		t.Errorf("doctor on a NotReady node: exit %d\n%s", code, out)
 	}
+}
+
+// TestDoctorFindsBudgetAndPodCauses covers the causes the story does not:
+// overlapping budgets, a budget that selects nothing, a budget at zero because
+// its pods run but are not Ready, hostPath, a pod stuck terminating on a
+// finalizer, and a pod the scheduler cannot place.
+func TestDoctorFindsBudgetAndPodCauses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the sandbox")
+	}
+	sluice := buildSluice(t)
+	env := sandboxtest.New(t)
+	kubeconfig := writeKubeconfig(t, env)
+	ns := env.Namespace
+	ctx := context.Background()
+	pool := fixture.AKSPool(sandboxtest.UniqueName("causes"), 2)
+	nodes := env.CreateNodes(t, pool)
+	on := fixture.NodeSelector(pool.Selector())
+	env.Create(t,
+		fixture.Deployment(ns, "twice", 1, on),
+		fixture.PDB(ns, "twice-a", "twice", fixture.MaxUnavailable("1")),
+		fixture.PDB(ns, "twice-b", "twice", fixture.MaxUnavailable("1")),
+		fixture.PDB(ns, "typo", "nosuchapp", fixture.MaxUnavailable("1")),
+		fixture.Deployment(ns, "flaky", 3, on),
+		fixture.PDB(ns, "flaky", "flaky", fixture.MinAvailable("2")),
+		fixture.Deployment(ns, "logs", 1, on, fixture.HostPath("/var/log")),
+		fixture.Pod(ns, "held", fixture.OnNode(nodes[0].Name), fixture.GracePeriod(1), fixture.Finalizer("example.com/never")),
+		fixture.Pod(ns, "nowhere", fixture.NodeSelector(map[string]string{"no-such-label": "x"})),
+	)
+	flaky := env.WaitForPods(t, "app=flaky", 3)
+	env.WaitForPods(t, "app in (twice,logs,held)", 3)
+	for _, p := range flaky[:2] {
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == corev1.PodReady {
+				p.Status.Conditions[i].Status = corev1.ConditionFalse
+			}
+		}
+		if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, &p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.WaitFor(t, 30*time.Second, "budget flaky at zero", func(ctx context.Context) (bool, error) {
+		p, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "flaky", metav1.GetOptions{})
+		return err == nil && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0, nil
+	})
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = env.Client.CoreV1().Pods(ns).Patch(context.Background(), "held", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	env.WaitFor(t, 30*time.Second, "pod nowhere marked unschedulable", func(ctx context.Context) (bool, error) {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "nowhere", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	time.Sleep(3 * time.Second) // "held" is now past its 1 s grace period by more than --stuck-after
+
+	out, errOut, code := run(t, sluice, "doctor", "--kubeconfig", kubeconfig, "-o", "json", "--stuck-after", "1s")
+	if code != 3 {
+		t.Errorf("doctor: exit %d, want 3 (%s)", code, errOut)
+	}
+	var report doctor.Report
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	expect := func(sev doctor.Severity, code, object, message string) {
+		t.Helper()
+		for _, f := range report.Findings {
+			if f.Severity == sev && f.Code == code && strings.HasPrefix(f.Object, object) && strings.Contains(f.Message, message) {
+				return
+			}
+		}
+		t.Errorf("no %s %s finding for %s containing %q", sev, code, object, message)
+	}
+	expect(doctor.SeverityError, string(drain.ReasonMultiplePDBs), "poddisruptionbudgets "+ns+"/{twice-a, twice-b}", "more than one budget")
+	expect(doctor.SeverityWarning, doctor.CodePDBSelectsNothing, "poddisruptionbudget "+ns+"/typo", "selects no pods")
+	expect(doctor.SeverityError, string(drain.ReasonPDBDeadlock), "poddisruptionbudget "+ns+"/flaky", "Running but not Ready")
+	expect(doctor.SeverityWarning, doctor.CodeHostPath, "pod "+ns+"/logs-", "/var/log")
+	expect(doctor.SeverityError, doctor.CodeStuckTerminating, "pod "+ns+"/held", "example.com/never")
+	expect(doctor.SeverityWarning, doctor.CodePending, "pod "+ns+"/nowhere", "didn't match Pod's node affinity/selector")
 }
