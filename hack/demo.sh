@@ -21,6 +21,10 @@ run kubectl get nodes -L kubernetes.azure.com/agentpool,kubernetes.azure.com/sca
 run kubectl get pods,pdb -n shop -o wide
 
 echo
+echo "# Before draining: what will make it hang, lose data or run out of time?"
+run $sluice doctor -l kubernetes.azure.com/agentpool=user
+
+echo
 echo "# What would draining the user pool do? A dry run spends each budget as the real drain would."
 run $sluice drain -l kubernetes.azure.com/agentpool=user --ignore-daemonsets --dry-run
 
