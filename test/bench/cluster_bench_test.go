@@ -33,19 +33,7 @@ func BenchmarkSandboxScale(b *testing.B) {
 	)
 	for range b.N {
 		ctx := context.Background()
-		bin, err := sandbox.FindBinaries(ctx, "", os.Stderr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sb, err := sandbox.Start(ctx, sandbox.Config{BinDir: bin})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = sb.Stop() })
-		cfg := sb.RESTConfig()
-		cfg.QPS, cfg.Burst = 1000, 2000
-		client := kubernetes.NewForConfigOrDie(cfg)
-
+		sb, client, _ := startSandbox(b)
 		counter := newReadyCounter(ctx, client)
 		start := time.Now()
 		var nodes []runtime.Object
