@@ -1,0 +1,61 @@
+// Package maintenance holds the one shape every cloud's maintenance notice
+// takes inside sluice, so policy and controllers never see cloud JSON. Each
+// source (azure/, and later aws/ and gcp/) is a client plus a test server
+// that behaves as the vendor documents, and maps its payload onto Event.
+package maintenance
+
+import "time"
+
+// Source is where an event came from.
+type Source string
+
+// Sources.
+const (
+	SourceAzure  Source = "azure"
+	SourceAWS    Source = "aws"
+	SourceGCP    Source = "gcp"
+	SourceManual Source = "manual"
+)
+
+// Type is what will happen to the machine (Azure's names, plus AWS's
+// rebalance recommendation and GCP's live migration).
+type Type string
+
+// Types.
+const (
+	TypeFreeze      Type = "Freeze"
+	TypeReboot      Type = "Reboot"
+	TypeRedeploy    Type = "Redeploy"
+	TypePreempt     Type = "Preempt"
+	TypeTerminate   Type = "Terminate"
+	TypeRebalance   Type = "Rebalance"
+	TypeMaintenance Type = "Maintenance"
+)
+
+// Status is where the event is in its life.
+type Status string
+
+// Statuses.
+const (
+	StatusScheduled Status = "Scheduled"
+	StatusStarted   Status = "Started"
+	StatusCompleted Status = "Completed"
+	StatusCanceled  Status = "Canceled"
+)
+
+// Event is one maintenance notice for one machine.
+type Event struct {
+	ID     string `json:"id"`
+	Source Source `json:"source"`
+	Type   Type   `json:"type"`
+	Status Status `json:"status"`
+	// NotBefore is the earliest the event may start; zero once started or
+	// when the source does not say.
+	NotBefore time.Time `json:"notBefore,omitzero"`
+	// Deadline is when the machine is gone or frozen at the latest.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Duration is how long the impact lasts; zero when unknown.
+	Duration    time.Duration `json:"duration,omitempty"`
+	Description string        `json:"description,omitempty"`
+	Resources   []string      `json:"resources,omitempty"`
+}
