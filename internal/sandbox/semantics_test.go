@@ -31,7 +31,7 @@ func TestPDBLetsExactlyOneEvictionThrough(t *testing.T) {
 	t.Parallel()
 	env := sandboxtest.New(t)
 	pool := fixture.AKSPool(sandboxtest.UniqueName("pdb"), 2)
-	env.CreateNodes(t, pool)
+	nodes := env.CreateNodes(t, pool)
 	env.Create(t,
 		fixture.Deployment(env.Namespace, "web", 4, fixture.NodeSelector(pool.Selector()), fixture.GracePeriod(30)),
 		fixture.PDB(env.Namespace, "web", "web", fixture.MinAvailable("3")),
@@ -45,7 +45,14 @@ func TestPDBLetsExactlyOneEvictionThrough(t *testing.T) {
 		return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == 4 && pdb.Status.DisruptionsAllowed == 1, nil
 	})
 
+	// Keep the first eviction's replacement Pending: otherwise kwok makes it
+	// Ready within milliseconds and the budget, rightly, allows the second.
 	ctx := context.Background()
+	for _, n := range nodes {
+		if _, err := env.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := evict(ctx, env, pods[0]); err != nil {
 		t.Fatalf("first eviction: want it allowed, got %v", err)
 	}
