@@ -10,12 +10,15 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -195,8 +198,16 @@ func TestAdmissionDenied(t *testing.T) {
 	for i, app := range []string{"timeout", "untimed", "deadline"} {
 		s.env.Create(t, fixture.Deployment(ns, app, 1, onNode(s.nodes[i]), fixture.GracePeriod(3)))
 	}
-	s.env.WaitForPods(t, "app in (timeout,untimed,deadline)", 3)
-	time.Sleep(2 * time.Second) // the API server loads the policy asynchronously
+	pods := s.env.WaitForPods(t, "app in (timeout,untimed,deadline)", 3)
+	// The API server loads the policy asynchronously: wait until a dry-run
+	// eviction is denied by it.
+	s.env.WaitFor(t, 30*time.Second, "the policy to deny evictions", func(ctx context.Context) (bool, error) {
+		err := s.env.Client.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{
+			ObjectMeta:    metav1.ObjectMeta{Namespace: ns, Name: pods[0].Name},
+			DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}},
+		})
+		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err), nil
+	})
 
 	t.Run("timeout", func(t *testing.T) {
 		d := s.run(t, drain.Options{Timeout: 6 * time.Second}, s.nodes[0])
@@ -313,7 +324,7 @@ func TestParallelDrainsShareOneBudget(t *testing.T) {
 				continue
 			}
 			mu.Lock()
-			healthy[p.UID] = ev.Type != watch.Deleted && p.DeletionTimestamp == nil && podReady(p)
+			healthy[p.UID] = ev.Type != watch.Deleted && p.DeletionTimestamp == nil && sandboxtest.PodReady(p)
 			n := 0
 			for _, h := range healthy {
 				if h {
@@ -337,15 +348,6 @@ func TestParallelDrainsShareOneBudget(t *testing.T) {
 	if lowest < 5 {
 		t.Errorf("healthy web pods fell to %d during the parallel drain; the budget allows 5", lowest)
 	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func TestDryRunSpendsBudgetsAcrossNodesAndChangesNothing(t *testing.T) {

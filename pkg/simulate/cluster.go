@@ -265,9 +265,6 @@ func shapeOf(pod *corev1.Pod, info *podInfo) string {
 		fmt.Fprintf(&b, "%s=%d,", n, info.requests[corev1.ResourceName(n)])
 	}
 	fmt.Fprintf(&b, "|%s|%v|%v|%v|%v", pod.Spec.NodeName, pod.Spec.NodeSelector, pod.Spec.Tolerations, pod.Spec.Affinity, info.ports)
-	if hasRequiredAnti(pod) {
-		return "" // other pods' placement depends on it; keep it simple
-	}
 	return b.String()
 }
 

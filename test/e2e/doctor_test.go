@@ -170,7 +170,10 @@ func TestDoctorFindsBudgetAndPodCauses(t *testing.T) {
 		}
 		return false, nil
 	})
-	time.Sleep(3 * time.Second) // "held" is now past its 1 s grace period by more than --stuck-after
+	env.WaitFor(t, 30*time.Second, "pod held to be past its grace period by more than --stuck-after", func(ctx context.Context) (bool, error) {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "held", metav1.GetOptions{})
+		return err == nil && p.DeletionTimestamp != nil && time.Since(p.DeletionTimestamp.Time) > 2*time.Second, nil
+	})
 
 	out, errOut, code := run(t, sluice, "doctor", "--kubeconfig", kubeconfig, "-o", "json", "--stuck-after", "1s")
 	if code != 3 {
