@@ -20,14 +20,16 @@ type Observation struct {
 	Rejected []error
 }
 
-// A Source watches one machine's metadata service.
+// A Watcher watches one machine's metadata service. (Each cloud's package
+// calls its implementation Source; the type Source above names where an
+// event came from.)
 //
 // Next returns the machine's current events. The first call answers at once;
 // later calls return when the source may have seen a change: after its poll
 // interval for a polling source, when a long poll answers for one that blocks.
 // An error means nothing could be read this time: the caller keeps what it
 // knew, because a failing metadata service is not the end of an event.
-type Source interface {
+type Watcher interface {
 	Next(ctx context.Context) (Observation, error)
 }
 
