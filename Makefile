@@ -46,3 +46,7 @@ fmt:
 
 clean:
 	rm -rf bin
+
+.PHONY: generate
+generate: ## regenerate pkg/apis deepcopy functions and the chart's CRDs (controller-gen from the module proxy)
+	hack/generate.sh

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -139,7 +140,7 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	// Pods bound to the node between the first look and the cordon are
 	// classified now, as far as the watch has delivered them; the scheduler
 	// binds nothing new to a cordoned node.
-	if pods, err := nd.pods.List(nd.opts.PodSelector); err == nil {
+	if pods, err := nd.listPods(); err == nil {
 		sortPods(pods)
 		nd.classifyAll(ctx, pods)
 	}
@@ -182,12 +183,22 @@ func (nd *nodeDrain) watchPods(ctx context.Context) ([]*corev1.Pod, error) {
 		}
 	}
 	nd.pods = inf.Lister()
-	all, err := nd.pods.List(nd.opts.PodSelector)
+	all, err := nd.listPods()
 	if err != nil {
 		return nil, fmt.Errorf("listing pods on %s: %w", nd.name, err)
 	}
 	sortPods(all)
 	return all, nil
+}
+
+// listPods lists the node's pods this drain is about: those PodSelector and
+// PodFilter both pick.
+func (nd *nodeDrain) listPods() ([]*corev1.Pod, error) {
+	pods, err := nd.pods.List(nd.opts.PodSelector)
+	if err != nil || nd.opts.PodFilter == nil {
+		return pods, err
+	}
+	return slices.DeleteFunc(pods, func(p *corev1.Pod) bool { return !nd.opts.PodFilter(p) }), nil
 }
 
 func (nd *nodeDrain) podDeleted(obj any) {
@@ -363,8 +374,8 @@ func (nd *nodeDrain) evictAll(ctx context.Context) {
 
 // waves groups the pods that must leave by priority, lowest first, then
 // system-critical pods, then (with --evict-daemonsets) DaemonSet pods, as the
-// kubelet's graceful shutdown orders them; within a wave, the longest
-// shutdowns start first.
+// kubelet's graceful shutdown orders them, then the pods Options.Last picks;
+// within a wave, the longest shutdowns start first.
 func (nd *nodeDrain) waves() [][]*podState {
 	groups := map[int64][]*podState{}
 	for _, st := range nd.states {
@@ -378,6 +389,8 @@ func (nd *nodeDrain) waves() [][]*podState {
 		switch {
 		case st.class.verdict == waitGone:
 			p = -1 << 40 // already going: wait for it from the start
+		case nd.opts.Last != nil && nd.opts.Last(st.pod):
+			p = 1 << 41 // the drainer itself, after everything
 		case st.class.reason == ReasonDaemonSetPod:
 			p = 1 << 40 // node agents go after everything, system-critical pods included
 		case p >= systemCriticalPriority:

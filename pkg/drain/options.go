@@ -3,6 +3,7 @@ package drain
 import (
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -45,6 +46,9 @@ type Options struct {
 	OnDeadline DeadlineAction
 	// PodSelector limits the drain to matching pods; nil means all.
 	PodSelector labels.Selector
+	// PodFilter, when set, further limits the drain to the pods it accepts
+	// (for rules a label selector cannot say, such as "either label").
+	PodFilter func(*corev1.Pod) bool
 	// DisableEviction deletes pods instead of evicting them, bypassing
 	// PodDisruptionBudgets.
 	DisableEviction bool
@@ -57,6 +61,10 @@ type Options struct {
 	MaxInFlight int
 	// Holder names this drain on the node's claim annotation (a host, a pod).
 	Holder string
+	// Last picks pods to evict after every other pod, DaemonSet pods
+	// included: the drainer's own pod when it runs on the node it drains, so
+	// it sees the drain through before it goes.
+	Last func(*corev1.Pod) bool
 }
 
 // Validate checks the options and fills in defaults. Its errors name the flag

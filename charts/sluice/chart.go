@@ -1,0 +1,46 @@
+// Package chart gives Go code the parts of the sluice Helm chart it must agree
+// with, so tests and the sandbox install exactly the CRDs `helm install`
+// would. The chart's .helmignore keeps this file out of the packaged chart.
+package chart
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"strings"
+)
+
+//go:embed crds/*.yaml
+var crds embed.FS
+
+//go:embed templates/agent-policy.yaml
+var agentPolicy string
+
+// CRDs returns the chart's CustomResourceDefinition manifests, one YAML
+// document each, in file name order.
+func CRDs() [][]byte {
+	names, err := fs.Glob(crds, "crds/*.yaml")
+	if err != nil {
+		panic(err) // The pattern is a constant and valid.
+	}
+	out := make([][]byte, 0, len(names))
+	for _, name := range names {
+		b, err := crds.ReadFile(name)
+		if err != nil {
+			panic(err) // Embedded files are always readable.
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// AgentPolicy returns the agent's ServiceAccount, RBAC and own-node
+// ValidatingAdmissionPolicy exactly as the chart installs them into
+// namespace. The template uses no Helm feature but the release namespace.
+func AgentPolicy(namespace string) (string, error) {
+	out := strings.ReplaceAll(agentPolicy, "{{ .Release.Namespace }}", namespace)
+	if i := strings.Index(out, "{{"); i >= 0 {
+		return "", fmt.Errorf("templates/agent-policy.yaml uses templating beyond the release namespace: %q", out[i:min(len(out), i+40)])
+	}
+	return out, nil
+}

@@ -1,0 +1,176 @@
+// Package agent runs on every node. It watches the machine's metadata service
+// and writes the maintenance events it sees onto its own Node, and it approves
+// an event with the platform when the controller asks for it. That is all it
+// can do: it holds no right to evict pods or to touch another node.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sluice-dev/sluice/pkg/maintenance"
+)
+
+// Config says which node the agent speaks for and how it reads the machine.
+type Config struct {
+	// Node is the agent's own node.
+	Node string
+	// Source names the cloud, for the report.
+	Source maintenance.Source
+	// Watcher reads the metadata service.
+	Watcher maintenance.Watcher
+	// Approver starts events early; nil when the cloud has no such call.
+	Approver maintenance.Approver
+}
+
+// Agent mirrors one machine's maintenance events onto its Node.
+type Agent struct {
+	client kubernetes.Interface
+	log    *slog.Logger
+	cfg    Config
+}
+
+// New returns an agent; Run starts it.
+func New(client kubernetes.Interface, log *slog.Logger, cfg Config) *Agent {
+	return &Agent{client: client, log: log.With("node", cfg.Node), cfg: cfg}
+}
+
+// Run watches the node and the metadata service until ctx ends. A failing
+// metadata service is logged and changes nothing on the node: the last
+// report stands until the service answers again.
+func (a *Agent) Run(ctx context.Context) error {
+	nodes := make(chan *corev1.Node, 1)
+	factory := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.cfg.Node).String()
+		}))
+	informer := factory.Core().V1().Nodes().Informer()
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { latest(nodes, obj) },
+		UpdateFunc: func(_, obj any) { latest(nodes, obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("watching node %s: %w", a.cfg.Node, err)
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+
+	observations := make(chan maintenance.Report, 1)
+	go a.watch(ctx, observations)
+
+	var node *corev1.Node
+	var seen *maintenance.Report
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case node = <-nodes:
+		case r := <-observations:
+			seen = &r
+		}
+		if node == nil {
+			continue
+		}
+		if seen != nil {
+			if err := a.publish(ctx, node, *seen); err != nil {
+				a.log.Error("writing events onto the node", "err", err)
+			}
+		}
+		if err := a.approve(ctx, node, seen); err != nil {
+			a.log.Error("approving event", "err", err)
+		}
+	}
+}
+
+// watch turns the metadata service's answers into reports, one per answer.
+func (a *Agent) watch(ctx context.Context, out chan maintenance.Report) {
+	var lastErr string
+	for ctx.Err() == nil {
+		obs, err := a.cfg.Watcher.Next(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if err.Error() != lastErr {
+				a.log.Error("reading the metadata service; keeping the last report", "err", err)
+			}
+			lastErr = err.Error()
+			continue
+		case lastErr != "":
+			a.log.Info("metadata service answers again")
+			lastErr = ""
+		}
+		for _, r := range obs.Rejected {
+			a.log.Warn("ignoring an unreadable part of the metadata answer", "err", r)
+		}
+		latest(out, maintenance.NewReport(a.cfg.Source, a.cfg.Approver != nil, obs.Events))
+	}
+}
+
+// publish writes the report onto the node when it differs from what is there.
+func (a *Agent) publish(ctx context.Context, node *corev1.Node, r maintenance.Report) error {
+	value := r.Encode()
+	if node.Annotations[maintenance.AnnotationEvents] == value {
+		return nil
+	}
+	for _, e := range r.Events {
+		a.log.Info("maintenance event", "id", e.ID, "type", e.Type, "status", e.Status, "notBefore", e.NotBefore)
+	}
+	return a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: value})
+}
+
+// approve starts the event the controller asked for, once.
+func (a *Agent) approve(ctx context.Context, node *corev1.Node, seen *maintenance.Report) error {
+	id := node.Annotations[maintenance.AnnotationApprove]
+	if id == "" || a.cfg.Approver == nil || seen == nil || maintenance.Approved(node, id) {
+		return nil
+	}
+	if e, ok := seen.Find(id); !ok || e.Status != maintenance.StatusScheduled {
+		return nil // gone or already started: nothing to approve
+	}
+	if err := a.cfg.Approver.Approve(ctx, id); err != nil {
+		return fmt.Errorf("approving event %s: %w", id, err)
+	}
+	a.log.Info("approved event", "id", id)
+	done := slices.DeleteFunc(strings.Split(node.Annotations[maintenance.AnnotationApproved], ","), func(s string) bool { return s == "" })
+	return a.annotate(ctx, map[string]any{maintenance.AnnotationApproved: strings.Join(append(done, id), ",")})
+}
+
+func (a *Agent) annotate(ctx context.Context, annotations map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		return fmt.Errorf("encoding patch: %w", err)
+	}
+	if _, err := a.client.CoreV1().Nodes().Patch(ctx, a.cfg.Node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patching node %s: %w", a.cfg.Node, err)
+	}
+	return nil
+}
+
+// latest replaces whatever is waiting in ch with v.
+func latest[T any](ch chan T, v any) {
+	t, ok := v.(T)
+	if !ok {
+		return
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	select {
+	case ch <- t:
+	default:
+	}
+}

@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/agent"
+	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/pkg/maintenance"
+)
+
+type agentFlags struct {
+	client   kube.ClientFlags
+	logs     logFlags
+	node     string
+	cloud    string
+	endpoint string
+	interval time.Duration
+	timeout  time.Duration
+}
+
+func newAgentCommand() *cobra.Command {
+	f := &agentFlags{}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Watch this machine's metadata service and report maintenance events on its Node",
+		Long: "The agent runs on every node (a DaemonSet). It reads the cloud's instance metadata service\n" +
+			"(Azure Scheduled Events, AWS IMDSv2, GCP metadata) and writes the maintenance events it sees\n" +
+			"onto its own Node; when the controller asks, it approves an event with the platform. It can\n" +
+			"write nothing else: it holds no right to evict pods or change other nodes.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), f) },
+	}
+	fs := cmd.Flags()
+	f.client.AddFlags(fs)
+	f.logs.addFlags(fs)
+	fs.StringVar(&f.node, "node", envOr("NODE_NAME", ""), "the node this agent runs on (env NODE_NAME)")
+	fs.StringVar(&f.cloud, "cloud", envOr("SLUICE_CLOUD", "auto"), "azure, aws, gcp, or auto to read it from the node's providerID (env SLUICE_CLOUD)")
+	fs.StringVar(&f.endpoint, "imds-endpoint", envOr("SLUICE_IMDS_ENDPOINT", ""), "metadata service URL, e.g. http://127.0.0.1:PORT for an emulator (env SLUICE_IMDS_ENDPOINT; default: the cloud's own)")
+	fs.DurationVar(&f.interval, "poll-interval", maintenance.DefaultPollInterval, "how often to poll (Azure and AWS; GCP long-polls)")
+	fs.DurationVar(&f.timeout, "imds-timeout", 2*time.Second, "bound on each metadata request")
+	return cmd
+}
+
+func (f *agentFlags) validate() error {
+	var errs []error
+	if f.node == "" {
+		errs = append(errs, errors.New("--node is required (or NODE_NAME, from the downward API)"))
+	}
+	switch f.cloud {
+	case "auto", "azure", "aws", "gcp":
+	default:
+		errs = append(errs, fmt.Errorf("--cloud %q: use azure, aws, gcp or auto", f.cloud))
+	}
+	if f.interval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--poll-interval %s: use 100ms or more", f.interval))
+	}
+	if f.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--imds-timeout %s: must be positive", f.timeout))
+	}
+	return errors.Join(errs...)
+}
+
+func runAgent(ctx context.Context, f *agentFlags) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	log, err := f.logs.logger()
+	if err != nil {
+		return err
+	}
+	client, _, err := f.client.Client()
+	if err != nil {
+		return err
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", f.node, err)
+	}
+	cloud := maintenance.Source(f.cloud)
+	if f.cloud == "auto" {
+		if cloud, err = agent.CloudOf(node.Spec.ProviderID); err != nil {
+			return err
+		}
+	}
+	watcher, err := agent.NewWatcher(cloud, f.endpoint, node.Spec.ProviderID, clock.RealClock{}, f.interval, f.timeout)
+	if err != nil {
+		return err
+	}
+	approver, _ := watcher.(maintenance.Approver)
+	log.Info("agent started", "node", f.node, "cloud", cloud, "approves", approver != nil)
+	return agent.New(client, log, agent.Config{Node: f.node, Source: cloud, Watcher: watcher, Approver: approver}).Run(ctx)
+}

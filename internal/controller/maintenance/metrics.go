@@ -1,0 +1,50 @@
+package maintenance
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the controller's Prometheus metrics. They are never labelled by
+// node or pod, so their cardinality stays fixed.
+type Metrics struct {
+	EventsSeen    *prometheus.CounterVec
+	Drains        *prometheus.CounterVec
+	DrainDuration prometheus.Histogram
+	TimeLeft      prometheus.Histogram
+	Uncordons     prometheus.Counter
+	Approvals     prometheus.Counter
+}
+
+// NewMetrics registers the metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		EventsSeen: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_maintenance_events_seen_total",
+			Help: "Maintenance events seen on nodes, by source, type and the action taken.",
+		}, []string{"source", "type", "action"}),
+		Drains: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_maintenance_drains_total",
+			Help: "Drains started for maintenance events, by event type and outcome (Drained, Blocked, Failed, Canceled).",
+		}, []string{"type", "outcome"}),
+		DrainDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_maintenance_drain_duration_seconds",
+			Help:    "How long maintenance drains took, from start to the last pod gone.",
+			Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800},
+		}),
+		TimeLeft: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_maintenance_drain_time_left_seconds",
+			Help:    "Time left before the event's deadline when its drain ended; zero or less means the deadline was missed.",
+			Buckets: []float64{0, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 900},
+		}),
+		Uncordons: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_maintenance_uncordons_total",
+			Help: "Nodes put back into service after their event ended.",
+		}),
+		Approvals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_maintenance_approvals_total",
+			Help: "Events the platform was told to start early, once their node was drained.",
+		}),
+	}
+	reg.MustRegister(m.EventsSeen, m.Drains, m.DrainDuration, m.TimeLeft, m.Uncordons, m.Approvals)
+	return m
+}

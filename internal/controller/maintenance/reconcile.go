@@ -1,0 +1,357 @@
+package maintenance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/maintenance"
+)
+
+// TaintKey marks a node cordoned for a maintenance event (value: the event
+// type), for tools that look at taints rather than spec.unschedulable.
+const TaintKey = "sluice.dev/maintenance"
+
+// Labels by which pods opt in to eviction before a Freeze: sluice's own, and
+// AKS's, so workloads labelled for AKS node auto-drain keep working.
+const (
+	LabelEvictOnFreeze    = "sluice.dev/evict-on-freeze"
+	labelAKSEvictOnFreeze = "remediator.kubernetes.azure.com/onFreeze"
+)
+
+// Reconcile brings one node in line with its maintenance events. It returns
+// how soon to look again, when a timer rather than a change should wake it.
+func (c *Controller) Reconcile(ctx context.Context, name string) (time.Duration, error) {
+	node, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		c.stopDrain(name)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading node %s: %w", name, err)
+	}
+	report, _, err := maintenance.ReportOf(node)
+	if err != nil {
+		return 0, err // unreadable: act on nothing
+	}
+	policy, err := c.opts.Policies.PolicyFor(ctx, node)
+	if err != nil {
+		return 0, err
+	}
+	st, has := stateOf(node)
+	next := strongest(report.Events, policy)
+	switch {
+	case !has && next == nil:
+		return 0, nil
+	case has && next == nil:
+		if cur, ok := report.Find(st.Event); ok && cur.Active() {
+			next = &cur // the record's event goes on (its action may be None)
+			break
+		}
+		return c.finish(ctx, node, st)
+	}
+	if !has || st.Event != next.ID {
+		if has {
+			if cur, ok := report.Find(st.Event); ok && cur.Active() && rank(policy.Action(next.Type)) <= rank(st.Action) {
+				next = &cur // a weaker event waits for the stronger one to end
+			}
+		}
+	}
+	if !has || st.Event != next.ID {
+		st, err = c.adopt(ctx, node, st, has, *next, policy)
+		if err != nil {
+			return 0, err
+		}
+		node, err = c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return 0, fmt.Errorf("reading node %s: %w", name, err)
+		}
+	}
+	return c.act(ctx, node, st, *next, report, policy)
+}
+
+// strongest picks the active event with the strongest action, the earliest
+// deadline breaking ties.
+func strongest(events []maintenance.Event, policy Policy) *maintenance.Event {
+	var best *maintenance.Event
+	for i := range events {
+		e := &events[i]
+		if !e.Active() {
+			continue
+		}
+		if best == nil {
+			best = e
+			continue
+		}
+		a, b := rank(policy.Action(e.Type)), rank(policy.Action(best.Type))
+		if a > b || a == b && earlier(e.Deadline, best.Deadline) {
+			best = e
+		}
+	}
+	return best
+}
+
+func earlier(a, b time.Time) bool {
+	return !a.IsZero() && (b.IsZero() || a.Before(b))
+}
+
+// adopt records a new event on the node, replacing (and stopping the drain
+// of) the event it superseded, and announces it.
+func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, hadOld bool, e maintenance.Event, policy Policy) (state, error) {
+	if hadOld {
+		c.stopDrain(node.Name)
+	}
+	st := state{Event: e.ID, Type: e.Type, Source: e.Source, Pool: policy.Pool, Action: policy.Action(e.Type), Phase: PhaseObserved, Seen: c.clock.Now()}
+	if hadOld {
+		st.Tainted = old.Tainted
+	}
+	if e.Type == maintenance.TypeFreeze && st.Action == ActionNone {
+		st.OptIn = true
+	}
+	if !e.Deadline.IsZero() {
+		dl := e.Deadline.Add(-policy.DeadlineMargin())
+		st.Deadline = &dl
+	}
+	if _, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
+		n.Annotations[maintenance.AnnotationState] = st.encode()
+		delete(n.Annotations, maintenance.AnnotationApprove)
+		return nil
+	}); err != nil {
+		return st, err
+	}
+	if c.opts.Metrics != nil {
+		c.opts.Metrics.EventsSeen.WithLabelValues(string(e.Source), string(e.Type), string(st.Action)).Inc()
+	}
+	c.recorder.Eventf(node, corev1.EventTypeWarning, "MaintenanceScheduled", "%s", describe(e, st, policy))
+	c.opts.Log.Info("maintenance event", "node", node.Name, "id", e.ID, "type", e.Type, "source", e.Source, "action", st.Action, "pool", policy.Pool)
+	return st, nil
+}
+
+func describe(e maintenance.Event, st state, policy Policy) string {
+	msg := fmt.Sprintf("%s %s event %s", e.Source, e.Type, e.ID)
+	if !e.NotBefore.IsZero() {
+		msg += " not before " + e.NotBefore.UTC().Format(time.RFC3339)
+	} else if e.Status == maintenance.StatusStarted {
+		msg += " has started"
+	}
+	switch {
+	case st.OptIn:
+		msg += ": evicting the pods labelled " + LabelEvictOnFreeze + " or " + labelAKSEvictOnFreeze + ", if any"
+	case st.Action == ActionDrain:
+		msg += ": cordon and drain"
+	case st.Action == ActionCordon:
+		msg += ": cordon"
+	default:
+		msg += ": no action"
+	}
+	if st.Deadline != nil && st.Action != ActionNone || st.OptIn && st.Deadline != nil {
+		msg += fmt.Sprintf(", drain deadline %s (%s before the event)", st.Deadline.UTC().Format(time.RFC3339), policy.DeadlineMargin())
+	}
+	if policy.Pool != "" {
+		msg += " (NodePool " + policy.Pool + ")"
+	}
+	return msg
+}
+
+// act carries the recorded event's action forward one step.
+func (c *Controller) act(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy) (time.Duration, error) {
+	switch {
+	case st.Action == ActionCordon:
+		if st.Phase == PhaseObserved {
+			return 0, c.cordon(ctx, node.Name, st, PhaseCordoned)
+		}
+		return 0, nil
+	case st.Action == ActionDrain, st.OptIn:
+		return c.drainStep(ctx, node, st, e, report, policy)
+	}
+	return 0, nil
+}
+
+func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy) (time.Duration, error) {
+	switch st.Phase {
+	case PhaseObserved, PhaseDraining:
+		if c.draining(node.Name, st.Event) {
+			return 0, nil
+		}
+		if st.OptIn {
+			has, err := c.hasOptedInPods(ctx, node.Name)
+			if err != nil || !has {
+				return 0, err // a Freeze with nobody opted in changes nothing
+			}
+		}
+		if st.Phase == PhaseObserved {
+			if err := c.cordon(ctx, node.Name, st, PhaseDraining); err != nil {
+				return 0, err
+			}
+			st.Phase = PhaseDraining
+		}
+		return 0, c.startDrain(ctx, node.Name, st, policy)
+	case PhaseBlocked:
+		if c.draining(node.Name, st.Event) {
+			return 0, nil
+		}
+		if st.Blocked != nil {
+			if wait := c.opts.BlockedRetry - c.clock.Since(*st.Blocked); wait > 0 {
+				return wait, nil
+			}
+		}
+		return 0, c.setPhase(ctx, node.Name, st.Event, PhaseDraining, nil)
+	case PhaseDrained:
+		return 0, c.approve(ctx, node, st, e, report, policy)
+	}
+	return 0, nil
+}
+
+// cordon cordons and taints the node (recording what sluice itself changed)
+// and moves the record to phase, in one update.
+func (c *Controller) cordon(ctx context.Context, name string, st state, phase Phase) error {
+	cordoned := false
+	updated, err := c.update(ctx, name, func(n *corev1.Node) error {
+		cur, ok := stateOf(n)
+		if !ok || cur.Event != st.Event {
+			return errStale
+		}
+		cordoned = drain.Cordon(n)
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey }) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: string(st.Type), Effect: corev1.TaintEffectNoSchedule})
+			cur.Tainted = true
+		}
+		cur.Phase = phase
+		n.Annotations[maintenance.AnnotationState] = cur.encode()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	how := "already cordoned by someone else; sluice will leave the cordon to them"
+	if cordoned {
+		how = "cordoned"
+	}
+	c.recorder.Eventf(updated, corev1.EventTypeNormal, "CordonStarted", "sluice: %s for %s event %s; tainted %s=%s:NoSchedule", how, st.Type, st.Event, TaintKey, st.Type)
+	return nil
+}
+
+// setPhase moves the record to phase if it is still about event.
+func (c *Controller) setPhase(ctx context.Context, name, event string, phase Phase, blocked *time.Time) error {
+	_, err := c.update(ctx, name, func(n *corev1.Node) error {
+		cur, ok := stateOf(n)
+		if !ok || cur.Event != event {
+			return errStale
+		}
+		cur.Phase = phase
+		cur.Blocked = blocked
+		n.Annotations[maintenance.AnnotationState] = cur.encode()
+		return nil
+	})
+	return err
+}
+
+// approve asks the agent to start the drained node's event early, and
+// announces when it has.
+func (c *Controller) approve(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy) error {
+	if st.Approved {
+		return nil
+	}
+	if maintenance.Approved(node, st.Event) {
+		_, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
+			cur, ok := stateOf(n)
+			if !ok || cur.Event != st.Event {
+				return errStale
+			}
+			cur.Approved = true
+			n.Annotations[maintenance.AnnotationState] = cur.encode()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if c.opts.Metrics != nil {
+			c.opts.Metrics.Approvals.Inc()
+		}
+		c.recorder.Eventf(node, corev1.EventTypeNormal, "EventApproved", "sluice: the node is drained; the platform was told it may start %s event %s now", st.Type, st.Event)
+		return nil
+	}
+	if !policy.ApproveEarly() || !report.Approvable || e.Status != maintenance.StatusScheduled || node.Annotations[maintenance.AnnotationApprove] == st.Event {
+		return nil
+	}
+	_, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
+		n.Annotations[maintenance.AnnotationApprove] = st.Event
+		return nil
+	})
+	return err
+}
+
+// finish ends the record of an event that is over: once the node is Ready
+// again it removes the taint and the cordon sluice placed, and nothing else.
+func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (time.Duration, error) {
+	c.stopDrain(node.Name)
+	if !ready(node) {
+		c.opts.Log.Info("event over; waiting for the node to be Ready before uncordoning", "node", node.Name, "id", st.Event)
+		return 0, nil // the node's own update wakes us
+	}
+	uncordoned := false
+	updated, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
+		cur, ok := stateOf(n)
+		if !ok || cur.Event != st.Event {
+			return errStale
+		}
+		var err error
+		if uncordoned, err = drain.Uncordon(n, c.clock.Now()); err != nil {
+			return err
+		}
+		if cur.Tainted {
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey })
+		}
+		delete(n.Annotations, maintenance.AnnotationState)
+		delete(n.Annotations, maintenance.AnnotationApprove)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case uncordoned:
+		if c.opts.Metrics != nil {
+			c.opts.Metrics.Uncordons.Inc()
+		}
+		c.recorder.Eventf(updated, corev1.EventTypeNormal, "Uncordoned", "sluice: %s event %s is over and the node is Ready: back in service", st.Type, st.Event)
+	case updated.Spec.Unschedulable:
+		c.recorder.Eventf(updated, corev1.EventTypeNormal, "MaintenanceEnded", "sluice: %s event %s is over; the node stays cordoned because sluice did not cordon it", st.Type, st.Event)
+	default:
+		c.recorder.Eventf(updated, corev1.EventTypeNormal, "MaintenanceEnded", "sluice: %s event %s is over", st.Type, st.Event)
+	}
+	c.opts.Log.Info("maintenance over", "node", node.Name, "id", st.Event, "uncordoned", uncordoned)
+	return 0, nil
+}
+
+func ready(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// optedIn reports whether a pod asked to be evicted before a Freeze.
+func optedIn(p *corev1.Pod) bool {
+	if p.Labels[LabelEvictOnFreeze] == "true" {
+		return true
+	}
+	v, ok := p.Labels[labelAKSEvictOnFreeze]
+	return ok && v != "false"
+}
+
+func (c *Controller) hasOptedInPods(ctx context.Context, node string) (bool, error) {
+	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return false, fmt.Errorf("listing pods on %s: %w", node, err)
+	}
+	return slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return optedIn(&p) && p.DeletionTimestamp == nil }), nil
+}

@@ -1,0 +1,191 @@
+package maintenance_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/agent"
+	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
+	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/maintenance"
+	"github.com/sluice-dev/sluice/pkg/maintenance/aws"
+	"github.com/sluice-dev/sluice/pkg/maintenance/azure"
+	"github.com/sluice-dev/sluice/pkg/maintenance/gcp"
+)
+
+const labelPool = "sluice.dev/test-pool"
+
+// scene is one test's cluster: a node with an emulated metadata service and
+// an agent, spare nodes for the pods that move, and a running controller.
+type scene struct {
+	env       *sandboxtest.Env
+	id        string
+	node      string
+	onPool    fixture.PodOption
+	endpoint  string
+	cloud     maintenance.Source
+	azure     *azure.Server
+	aws       *aws.Server
+	gcp       *gcp.Server
+	stopAgent func()
+}
+
+func logger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// newScene makes one node of the cloud's kind, serves its metadata emulator
+// on loopback, and starts its agent; workloads created next land on it.
+func newScene(t *testing.T, cloud maintenance.Source) *scene {
+	t.Helper()
+	env := sandboxtest.New(t)
+	s := &scene{env: env, id: sandboxtest.UniqueName("m"), cloud: cloud}
+	labels := fixture.WithLabels(map[string]string{labelPool: s.id})
+	var pool fixture.Pool
+	switch cloud {
+	case maintenance.SourceAzure:
+		pool = fixture.AKSPool(s.id, 1, labels)
+		s.azure = azure.NewServer()
+		s.serve(t, s.azure)
+	case maintenance.SourceAWS:
+		pool = fixture.EKSNodeGroup(s.id, 1, labels)
+		s.aws = aws.NewServer(clock.RealClock{})
+		s.serve(t, s.aws)
+	case maintenance.SourceGCP:
+		pool = fixture.KarpenterPool(s.id, 1, labels) // providerID only matters with --cloud auto
+		s.gcp = gcp.NewServer(clock.RealClock{})
+		s.serve(t, s.gcp)
+	}
+	s.onPool = fixture.NodeSelector(map[string]string{labelPool: s.id})
+	s.node = env.CreateNodes(t, pool)[0].Name
+	s.startAgent(t)
+	return s
+}
+
+func (s *scene) serve(t *testing.T, h http.Handler) {
+	srv := httptest.NewServer(h) // 127.0.0.1 only
+	t.Cleanup(srv.Close)
+	s.endpoint = srv.URL
+}
+
+// startAgent runs the node's agent until the test ends or stopAgent.
+func (s *scene) startAgent(t *testing.T) {
+	t.Helper()
+	node, err := s.env.Client.CoreV1().Nodes().Get(context.Background(), s.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := agent.NewWatcher(s.cloud, s.endpoint, node.Spec.ProviderID, clock.RealClock{}, maintenance.DefaultPollInterval, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver, _ := w.(maintenance.Approver)
+	a := agent.New(s.env.Client, logger(t).With("component", "agent"), agent.Config{Node: s.node, Source: s.cloud, Watcher: w, Approver: approver})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	s.stopAgent = func() { cancel(); <-done }
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// startController runs a maintenance controller until the test ends.
+func startController(t *testing.T, env *sandboxtest.Env) {
+	t.Helper()
+	clk := clock.RealClock{}
+	c := mcontroller.NewController(env.Client, clk, mcontroller.Options{
+		Identity: "test-" + t.Name(),
+		Policies: mcontroller.Defaults{},
+		Recorder: kube.NewRecorder(env.Client, clk, "controller"),
+		Log:      logger(t).With("component", "controller"),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx, 2) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// addSpare adds a node the moved pods can go to.
+func (s *scene) addSpare(t *testing.T) {
+	t.Helper()
+	s.env.CreateNodes(t, fixture.EKSNodeGroup(s.id+"-spare", 1, fixture.WithLabels(map[string]string{labelPool: s.id})))
+}
+
+func (s *scene) getNode(t *testing.T) *corev1.Node {
+	t.Helper()
+	n, err := s.env.Client.CoreV1().Nodes().Get(context.Background(), s.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// podsOnNode lists the test's pods bound to the scene's node, terminating
+// ones included.
+func (s *scene) podsOnNode(ctx context.Context) ([]corev1.Pod, error) {
+	list, err := s.env.Client.CoreV1().Pods(s.env.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", s.node).String()})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// reasons lists the reasons of the Events recorded on the node, in order.
+func (s *scene) reasons(t *testing.T) []string {
+	t.Helper()
+	list, err := s.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", s.node).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortStableFunc(list.Items, func(a, b corev1.Event) int { return a.FirstTimestamp.Compare(b.FirstTimestamp.Time) })
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Reason)
+	}
+	return out
+}
+
+// waitForReason waits until the node has an Event with the reason.
+func (s *scene) waitForReason(t *testing.T, timeout time.Duration, reason string) {
+	t.Helper()
+	s.env.WaitFor(t, timeout, "event "+reason+" on "+s.node, func(context.Context) (bool, error) {
+		return slices.Contains(s.reasons(t), reason), nil
+	})
+}
+
+// waitForPhase waits until the controller's record on the node has the phase.
+func (s *scene) waitForPhase(t *testing.T, timeout time.Duration, phase mcontroller.Phase) {
+	t.Helper()
+	s.env.WaitFor(t, timeout, "phase "+string(phase)+" on "+s.node, func(ctx context.Context) (bool, error) {
+		n, err := s.env.Client.CoreV1().Nodes().Get(ctx, s.node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, p, _ := mcontroller.PhaseOf(n)
+		return p == phase, nil
+	})
+}
+
+func hasTaint(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == mcontroller.TaintKey })
+}
+
+// rfc1123 formats a time as Scheduled Events does.
+func rfc1123(t time.Time) string { return t.UTC().Format(time.RFC1123) }

@@ -1,0 +1,241 @@
+package nodepool
+
+// These tests run against the sandbox's API server: it, not sluice, applies
+// the CRD's defaults and refuses invalid pools, so only it can show that the
+// schema the chart ships says what the Go types mean.
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/maintenance"
+)
+
+// installed returns a dynamic client for a sandbox with the CRD installed.
+func installed(t *testing.T) dynamic.Interface {
+	t.Helper()
+	env := sandboxtest.New(t)
+	ext, err := apiextensionsclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := Install(ctx, ext); err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn
+}
+
+// create creates a NodePool with the given spec, deleting it when the test
+// ends if the API server accepted it.
+func create(t *testing.T, dyn dynamic.Interface, name string, spec map[string]any) error {
+	t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(),
+		"kind":       "NodePool",
+		"metadata":   map[string]any{"name": name},
+		"spec":       spec,
+	}}
+	_, err := dyn.Resource(v1alpha1.NodePoolResource).Create(context.Background(), obj, metav1.CreateOptions{})
+	if err == nil {
+		t.Cleanup(func() {
+			_ = dyn.Resource(v1alpha1.NodePoolResource).Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	return err
+}
+
+func selector(value string) map[string]any {
+	return map[string]any{"matchLabels": map[string]any{"sluice.dev/test-pool": value}}
+}
+
+func TestInstallIsRepeatable(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.New(t)
+	ext, err := apiextensionsclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := Install(context.Background(), ext); err != nil {
+			t.Fatalf("Install #%d: %v", i+1, err)
+		}
+	}
+}
+
+func TestAPIServerAppliesDefaults(t *testing.T) {
+	t.Parallel()
+	dyn := installed(t)
+	tuned, bare := sandboxtest.UniqueName("tuned-"), sandboxtest.UniqueName("bare-")
+	if err := create(t, dyn, tuned, map[string]any{
+		"nodeSelector": selector(tuned),
+		"maintenance":  map[string]any{"actions": map[string]any{"Preempt": "Cordon", "Freeze": "Drain"}},
+	}); err != nil {
+		t.Fatalf("creating a valid pool: %v", err)
+	}
+	// A pool that says nothing about maintenance still reads back with the
+	// defaults filled in.
+	if err := create(t, dyn, bare, map[string]any{"nodeSelector": selector(bare)}); err != nil {
+		t.Fatalf("creating a pool without maintenance: %v", err)
+	}
+
+	pools, err := List(context.Background(), dyn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{tuned, bare} {
+		p := find(t, pools, name)
+		if p.Spec.Provider != v1alpha1.ProviderNone {
+			t.Errorf("%s: provider %q, want the default none", name, p.Spec.Provider)
+		}
+		m := p.Spec.Maintenance
+		if m == nil {
+			t.Fatalf("%s: maintenance left nil, want the API server's defaults", name)
+		}
+		if m.ApproveEarly == nil || !*m.ApproveEarly {
+			t.Errorf("%s: approveEarly %v, want the default true", name, m.ApproveEarly)
+		}
+		if m.DeadlineMargin == nil || m.DeadlineMargin.Duration != 5*time.Second {
+			t.Errorf("%s: deadlineMargin %v, want the default 5s", name, m.DeadlineMargin)
+		}
+		if m.OnDeadline != v1alpha1.OnDeadlineDelete {
+			t.Errorf("%s: onDeadline %q, want the default Delete", name, m.OnDeadline)
+		}
+	}
+
+	// The pool read back drives the policy: its own actions, defaults beside.
+	p := find(t, pools, tuned)
+	for typ, want := range map[maintenance.Type]v1alpha1.MaintenanceAction{
+		maintenance.TypePreempt:   v1alpha1.ActionCordon,
+		maintenance.TypeFreeze:    v1alpha1.ActionDrain,
+		maintenance.TypeTerminate: v1alpha1.ActionDrain,
+		maintenance.TypeRebalance: v1alpha1.ActionCordon,
+	} {
+		if got := p.MaintenanceSpec().ActionFor(typ); got != want {
+			t.Errorf("%s: ActionFor(%s) = %q, want %q", tuned, typ, got, want)
+		}
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"sluice.dev/test-pool": tuned}}}
+	got, err := For(node, pools)
+	if err != nil || got == nil || got.Name != tuned {
+		t.Errorf("For(node labelled for %s) = %v, %v; want that pool", tuned, got, err)
+	}
+}
+
+func find(t *testing.T, pools []v1alpha1.NodePool, name string) *v1alpha1.NodePool {
+	t.Helper()
+	for i := range pools {
+		if pools[i].Name == name {
+			return &pools[i]
+		}
+	}
+	t.Fatalf("List did not return %s", name)
+	return nil
+}
+
+func TestAPIServerRefusesInvalidPools(t *testing.T) {
+	t.Parallel()
+	dyn := installed(t)
+	withMaintenance := func(m map[string]any) map[string]any {
+		return map[string]any{"nodeSelector": selector("x"), "maintenance": m}
+	}
+	withActions := func(a map[string]any) map[string]any {
+		return withMaintenance(map[string]any{"actions": a})
+	}
+	const (
+		emptySelector = `spec.nodeSelector: Invalid value: "object": nodeSelector must not be empty: set matchLabels or matchExpressions; a pool that selects every node is almost always a mistake`
+		rebalance     = `spec.maintenance.actions.Rebalance: Invalid value: "string": Rebalance may be None or Cordon: a rebalance recommendation is only a hint that a spot instance may be preempted, so draining on it is refused`
+		freeze        = `spec.maintenance.actions.Freeze: Invalid value: "string": Freeze may be None or Drain: a freeze pauses the VM for seconds`
+		margin        = `spec.maintenance.deadlineMargin: Invalid value: "string": deadlineMargin must be a duration from 0s to 10m, such as 5s or 1m30s`
+	)
+	tests := []struct {
+		name string
+		spec map[string]any
+		want string
+	}{
+		{"empty selector", map[string]any{"nodeSelector": map[string]any{}}, emptySelector},
+		{"empty matchLabels", map[string]any{"nodeSelector": map[string]any{"matchLabels": map[string]any{}}}, emptySelector},
+		{"empty matchExpressions", map[string]any{"nodeSelector": map[string]any{"matchExpressions": []any{}}}, emptySelector},
+		{"no selector", map[string]any{}, `spec.nodeSelector: Required value`},
+		{"Rebalance: Drain", withActions(map[string]any{"Rebalance": "Drain"}), rebalance},
+		{"Freeze: Cordon", withActions(map[string]any{"Freeze": "Cordon"}), freeze},
+		{"deadlineMargin 11m", withMaintenance(map[string]any{"deadlineMargin": "11m"}), margin},
+		{"deadlineMargin 10m1s", withMaintenance(map[string]any{"deadlineMargin": "10m1s"}), margin},
+		{"deadlineMargin -1s", withMaintenance(map[string]any{"deadlineMargin": "-1s"}), margin},
+		// Not a duration at all: the rule cannot evaluate, and the API
+		// server says so before the rule's message.
+		{"deadlineMargin prose", withMaintenance(map[string]any{"deadlineMargin": "5 minutes"}),
+			`deadlineMargin must be a duration from 0s to 10m, such as 5s or 1m30s`},
+		{"action not in the enum", withActions(map[string]any{"Terminate": "Evict"}),
+			`spec.maintenance.actions.Terminate: Unsupported value: "Evict": supported values: "None", "Cordon", "Drain"`},
+		{"onDeadline not in the enum", withMaintenance(map[string]any{"onDeadline": "Ignore"}),
+			`spec.maintenance.onDeadline: Unsupported value: "Ignore": supported values: "Delete", "Stop"`},
+		{"provider not in the enum", map[string]any{"nodeSelector": selector("x"), "provider": "aws"},
+			`spec.provider: Unsupported value: "aws": supported values: "kwok", "none"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := create(t, dyn, sandboxtest.UniqueName("invalid-"), tt.spec)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("create: got %v, want it refused as Invalid", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("create refused with\n  %v\nwant it to contain\n  %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// The rules refuse only what they mean to: their limits and the other
+// choices they leave are accepted.
+func TestAPIServerAcceptsTheLimits(t *testing.T) {
+	t.Parallel()
+	dyn := installed(t)
+	withMaintenance := func(m map[string]any) map[string]any {
+		return map[string]any{"nodeSelector": selector("x"), "maintenance": m}
+	}
+	tests := []struct {
+		name string
+		spec map[string]any
+	}{
+		{"deadlineMargin 0s", withMaintenance(map[string]any{"deadlineMargin": "0s"})},
+		{"deadlineMargin 10m", withMaintenance(map[string]any{"deadlineMargin": "10m"})},
+		{"deadlineMargin 1m30s", withMaintenance(map[string]any{"deadlineMargin": "1m30s"})},
+		{"Freeze: Drain", withMaintenance(map[string]any{"actions": map[string]any{"Freeze": "Drain"}})},
+		{"Rebalance: Cordon and None", withMaintenance(map[string]any{"actions": map[string]any{"Rebalance": "None", "Reboot": "Cordon"}})},
+		{"every knob", map[string]any{
+			"nodeSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "agentpool", "operator": "In", "values": []any{"spot"}}}},
+			"provider":     "kwok",
+			"maintenance": map[string]any{
+				"approveEarly": false, "deadlineMargin": "30s", "onDeadline": "Stop",
+				"actions": map[string]any{
+					"Freeze": "None", "Reboot": "Drain", "Redeploy": "Cordon", "Preempt": "Drain",
+					"Terminate": "Drain", "Rebalance": "Cordon", "Maintenance": "Cordon",
+				},
+			},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := create(t, dyn, sandboxtest.UniqueName("valid-"), tt.spec); err != nil {
+				t.Errorf("create: %v", err)
+			}
+		})
+	}
+}

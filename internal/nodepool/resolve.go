@@ -1,0 +1,95 @@
+package nodepool
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// For returns the pool whose nodeSelector matches the node, pointing into
+// pools, or nil when none does: the node then gets the default policy.
+//
+// For always decides, so every replica and every run applies the same policy
+// to a node; a non-nil error only explains a decision worth a warning:
+//   - *AmbiguousError: several pools match; For returns the oldest
+//     (by creationTimestamp, then name).
+//   - *SelectorError: a pool's nodeSelector does not parse (the API server
+//     does not check selectors inside custom resources); For passes over it.
+//
+// Both may come together; find them with errors.As.
+func For(node *corev1.Node, pools []v1alpha1.NodePool) (*v1alpha1.NodePool, error) {
+	var (
+		matched []*v1alpha1.NodePool
+		errs    []error
+	)
+	set := labels.Set(node.Labels)
+	for i := range pools {
+		p := &pools[i]
+		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.NodeSelector)
+		if err != nil {
+			errs = append(errs, &SelectorError{Pool: p.Name, Err: err})
+			continue
+		}
+		// An empty selector matches everything; the CRD refuses it, and a
+		// pool that slipped through must not claim every node.
+		if sel.Empty() {
+			errs = append(errs, &SelectorError{Pool: p.Name, Err: errors.New("empty selector")})
+			continue
+		}
+		if sel.Matches(set) {
+			matched = append(matched, p)
+		}
+	}
+	if len(matched) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	slices.SortFunc(matched, oldestFirst)
+	if len(matched) > 1 {
+		names := make([]string, len(matched))
+		for i, p := range matched {
+			names[i] = p.Name
+		}
+		errs = append(errs, &AmbiguousError{Node: node.Name, Pools: names})
+	}
+	return matched[0], errors.Join(errs...)
+}
+
+// AmbiguousError reports a node that several pools select. The node follows
+// the first, the oldest.
+type AmbiguousError struct {
+	Node string
+	// Pools are the names of the pools that select the node, oldest first.
+	Pools []string
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("node %s is selected by %d node pools (%s); it follows the oldest, %s: make their nodeSelectors disjoint",
+		e.Node, len(e.Pools), strings.Join(e.Pools, ", "), e.Pools[0])
+}
+
+// SelectorError reports a pool whose nodeSelector cannot select nodes; the
+// pool applies to no node until it is fixed.
+type SelectorError struct {
+	Pool string
+	Err  error
+}
+
+func (e *SelectorError) Error() string {
+	return fmt.Sprintf("node pool %s: invalid nodeSelector, so it selects no node: %v", e.Pool, e.Err)
+}
+
+func (e *SelectorError) Unwrap() error { return e.Err }
+
+func oldestFirst(a, b *v1alpha1.NodePool) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}

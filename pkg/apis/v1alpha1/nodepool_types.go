@@ -1,0 +1,301 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/pkg/maintenance"
+)
+
+// NodePool says everything sluice may do to a group of nodes. A node that no
+// NodePool selects gets the default maintenance actions and nothing else.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=np
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
+// +kubebuilder:printcolumn:name="On-Deadline",type=string,JSONPath=`.spec.maintenance.onDeadline`
+// +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.nodeSelector`,priority=1
+// +kubebuilder:printcolumn:name="Actions",type=string,JSONPath=`.spec.maintenance.actions`,priority=1,description="Maintenance actions set here; any other event type takes its default"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NodePoolSpec `json:"spec"`
+	// +optional
+	Status NodePoolStatus `json:"status,omitempty"`
+}
+
+// MaintenanceSpec returns the pool's maintenance policy, nil when the pool or
+// its policy is nil; MaintenanceSpec's methods answer with the defaults then,
+// so a node that no pool selects needs no special case:
+//
+//	pool.MaintenanceSpec().ActionFor(event.Type)
+func (p *NodePool) MaintenanceSpec() *MaintenanceSpec {
+	if p == nil {
+		return nil
+	}
+	return p.Spec.Maintenance
+}
+
+// NodePoolList is a list of NodePools.
+//
+// +kubebuilder:object:root=true
+type NodePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodePool `json:"items"`
+}
+
+// NodePoolSpec is what the pool's owner asks of sluice. Disruption (expiry,
+// drift, consolidation, budgets) and upgrade sections come in later versions
+// of this API; until then sluice only acts on maintenance events here.
+type NodePoolSpec struct {
+	// NodeSelector picks the pool's nodes by their labels. It must not be
+	// empty: a pool that selects every node is almost always a mistake. A node
+	// that several pools select follows the oldest of them.
+	//
+	// +required
+	// +kubebuilder:validation:XValidation:rule="has(self.matchLabels) && size(self.matchLabels) > 0 || has(self.matchExpressions) && size(self.matchExpressions) > 0",message="nodeSelector must not be empty: set matchLabels or matchExpressions; a pool that selects every node is almost always a mistake (to mean it, use matchExpressions [{key: kubernetes.io/os, operator: Exists}])"
+	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
+
+	// Provider creates and deletes the pool's machines: kwok for the
+	// sandbox's simulated nodes, or none, where sluice never creates or
+	// deletes a machine and only moves pods.
+	//
+	// +optional
+	// +kubebuilder:default=none
+	Provider Provider `json:"provider,omitempty"`
+
+	// Maintenance says how the pool's nodes answer the cloud's maintenance
+	// events. Left out, every event type takes its default action.
+	//
+	// +optional
+	// +kubebuilder:default={}
+	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
+}
+
+// Provider names what creates and deletes a pool's machines.
+//
+// +kubebuilder:validation:Enum=kwok;none
+type Provider string
+
+// Providers.
+const (
+	ProviderKwok Provider = "kwok"
+	ProviderNone Provider = "none"
+)
+
+// Defaults of MaintenanceSpec's fields. The CRD schema repeats them as
+// defaults the API server applies (a test checks that the two agree).
+const (
+	DefaultApproveEarly   = true
+	DefaultDeadlineMargin = 5 * time.Second
+	DefaultOnDeadline     = OnDeadlineDelete
+)
+
+// MaintenanceSpec is a pool's answer to maintenance events.
+type MaintenanceSpec struct {
+	// Actions overrides the action taken per event type; an event type left
+	// out takes its default: Redeploy, Preempt and Terminate drain the node,
+	// Rebalance cordons it, Freeze, Reboot and Maintenance do nothing.
+	//
+	// +optional
+	Actions MaintenanceActions `json:"actions,omitempty"`
+
+	// ApproveEarly tells the cloud it may start the maintenance as soon as
+	// the node is drained, instead of waiting for the event's deadline.
+	//
+	// +optional
+	// +kubebuilder:default=true
+	ApproveEarly *bool `json:"approveEarly,omitempty"`
+
+	// DeadlineMargin is how long before the event's deadline the drain must
+	// be finished, between 0s and 10m.
+	//
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('10m')",message="deadlineMargin must be a duration from 0s to 10m, such as 5s or 1m30s: it is how long before the event's deadline the drain must be finished"
+	DeadlineMargin *metav1.Duration `json:"deadlineMargin,omitempty"`
+
+	// OnDeadline says what happens to the pods still on the node when the
+	// deadline, less DeadlineMargin, comes and a PodDisruptionBudget still
+	// holds them. Delete deletes them with the grace period left, because the
+	// machine goes anyway; Stop leaves them for the cloud to take with the
+	// machine, and reports them.
+	//
+	// +optional
+	// +kubebuilder:default=Delete
+	OnDeadline OnDeadlineAction `json:"onDeadline,omitempty"`
+}
+
+// ActionFor returns the action to take on a maintenance event of type t: the
+// pool's own choice when it set one, otherwise the default. It is the one
+// place the default table lives, and works on a nil receiver (the node has no
+// pool). An unknown type gets ActionNone: sluice never drains a node on an
+// event it does not understand.
+func (m *MaintenanceSpec) ActionFor(t maintenance.Type) MaintenanceAction {
+	if m != nil {
+		if a := m.Actions.get(t); a != "" {
+			return a
+		}
+	}
+	switch t {
+	case maintenance.TypeRedeploy, maintenance.TypePreempt, maintenance.TypeTerminate:
+		return ActionDrain
+	case maintenance.TypeRebalance:
+		return ActionCordon
+	default: // Freeze, Reboot, Maintenance and types sluice does not know.
+		return ActionNone
+	}
+}
+
+// ApproveEarlyOrDefault returns ApproveEarly, or its default when unset.
+func (m *MaintenanceSpec) ApproveEarlyOrDefault() bool {
+	if m == nil || m.ApproveEarly == nil {
+		return DefaultApproveEarly
+	}
+	return *m.ApproveEarly
+}
+
+// DeadlineMarginOrDefault returns DeadlineMargin, or its default when unset.
+func (m *MaintenanceSpec) DeadlineMarginOrDefault() time.Duration {
+	if m == nil || m.DeadlineMargin == nil {
+		return DefaultDeadlineMargin
+	}
+	return m.DeadlineMargin.Duration
+}
+
+// OnDeadlineOrDefault returns OnDeadline, or its default when unset.
+func (m *MaintenanceSpec) OnDeadlineOrDefault() OnDeadlineAction {
+	if m == nil || m.OnDeadline == "" {
+		return DefaultOnDeadline
+	}
+	return m.OnDeadline
+}
+
+// MaintenanceActions sets the action per maintenance event type; the field
+// names are the event types. An unset field takes the type's default (see
+// MaintenanceSpec.ActionFor).
+type MaintenanceActions struct {
+	// Freeze: the VM is paused for a few seconds (Azure), or live-migrated
+	// (GCP). None (the default) or Drain, which evicts only the pods that
+	// opted in to leaving on a freeze (as AKS does with the
+	// remediator.kubernetes.azure.com/onFreeze label). Cordon would keep new
+	// pods away from a node that is back within seconds, so it is refused.
+	//
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self != 'Cordon'",message="Freeze may be None or Drain: a freeze pauses the VM for seconds, so a cordon would only keep new pods off a node that is back at once; Drain evicts only the pods that opted in to leaving on a freeze"
+	Freeze MaintenanceAction `json:"Freeze,omitempty"`
+
+	// Reboot: the VM restarts and comes back. Default None.
+	//
+	// +optional
+	Reboot MaintenanceAction `json:"Reboot,omitempty"`
+
+	// Redeploy: the VM moves to another host and loses its local disks.
+	// Default Drain.
+	//
+	// +optional
+	Redeploy MaintenanceAction `json:"Redeploy,omitempty"`
+
+	// Preempt: spot capacity is reclaimed, with 30 s to 2 min of notice.
+	// Default Drain, finished before the deadline.
+	//
+	// +optional
+	Preempt MaintenanceAction `json:"Preempt,omitempty"`
+
+	// Terminate: the VM is deleted or retired. Default Drain.
+	//
+	// +optional
+	Terminate MaintenanceAction `json:"Terminate,omitempty"`
+
+	// Rebalance: the cloud recommends moving off a spot instance at
+	// elevated risk of preemption (AWS). None or Cordon (the default); Drain
+	// is refused, because a recommendation may never turn into a
+	// preemption, and a Preempt notice that follows is drained anyway.
+	//
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self != 'Drain'",message="Rebalance may be None or Cordon: a rebalance recommendation is only a hint that a spot instance may be preempted, so draining on it is refused; the Preempt notice that may follow is drained"
+	Rebalance MaintenanceAction `json:"Rebalance,omitempty"`
+
+	// Maintenance: host maintenance the VM lives through (GCP). Default None.
+	//
+	// +optional
+	Maintenance MaintenanceAction `json:"Maintenance,omitempty"`
+}
+
+// get returns the action set for t, "" when none is.
+func (a *MaintenanceActions) get(t maintenance.Type) MaintenanceAction {
+	switch t {
+	case maintenance.TypeFreeze:
+		return a.Freeze
+	case maintenance.TypeReboot:
+		return a.Reboot
+	case maintenance.TypeRedeploy:
+		return a.Redeploy
+	case maintenance.TypePreempt:
+		return a.Preempt
+	case maintenance.TypeTerminate:
+		return a.Terminate
+	case maintenance.TypeRebalance:
+		return a.Rebalance
+	case maintenance.TypeMaintenance:
+		return a.Maintenance
+	default:
+		return ""
+	}
+}
+
+// MaintenanceAction is what sluice does to a node on a maintenance event.
+//
+// +kubebuilder:validation:Enum=None;Cordon;Drain
+type MaintenanceAction string
+
+// Maintenance actions.
+const (
+	// ActionNone leaves the node alone.
+	ActionNone MaintenanceAction = "None"
+	// ActionCordon marks the node unschedulable and moves nothing.
+	ActionCordon MaintenanceAction = "Cordon"
+	// ActionDrain cordons the node and evicts its pods, respecting their
+	// PodDisruptionBudgets, before the event's deadline.
+	ActionDrain MaintenanceAction = "Drain"
+)
+
+// OnDeadlineAction is what happens to pods a budget still holds on a node
+// when the maintenance deadline comes.
+//
+// +kubebuilder:validation:Enum=Delete;Stop
+type OnDeadlineAction string
+
+// Deadline actions.
+const (
+	// OnDeadlineDelete deletes the remaining pods with the grace period
+	// left, bypassing their budgets: the machine goes anyway.
+	OnDeadlineDelete OnDeadlineAction = "Delete"
+	// OnDeadlineStop stops draining and leaves the remaining pods to go
+	// with the machine, reporting them.
+	OnDeadlineStop OnDeadlineAction = "Stop"
+)
+
+// NodePoolStatus is what sluice last observed of the pool.
+type NodePoolStatus struct {
+	// Nodes is how many nodes the pool selects.
+	//
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
+
+	// Conditions are the pool's latest observations.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}

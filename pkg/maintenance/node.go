@@ -1,0 +1,87 @@
+package maintenance
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Node annotations through which the agent and the controller talk. The
+// agent may write only the maintenance.sluice.dev/ keys on its own node (the
+// shipped ValidatingAdmissionPolicy enforces it); the controller writes the
+// sluice.dev/ keys. Everything lives on the Node, so either side can restart
+// and pick up where it was.
+const (
+	// AnnotationEvents holds the agent's latest Report (JSON).
+	AnnotationEvents = "maintenance.sluice.dev/events"
+	// AnnotationApproved lists, comma-separated, the events the agent has
+	// approved with the platform.
+	AnnotationApproved = "maintenance.sluice.dev/approved"
+	// AnnotationApprove names the event the controller asks the agent to
+	// approve, once the node is drained.
+	AnnotationApprove = "sluice.dev/maintenance-approve"
+	// AnnotationState holds the controller's record of the event it is acting
+	// on (JSON).
+	AnnotationState = "sluice.dev/maintenance"
+)
+
+// Report is what the agent writes onto its node: the events its metadata
+// service announces for the machine now.
+type Report struct {
+	Source Source `json:"source"`
+	// Approvable says the source can be told to start an event early.
+	Approvable bool    `json:"approvable,omitempty"`
+	Events     []Event `json:"events"`
+}
+
+// NewReport sorts the events so equal observations encode equally.
+func NewReport(source Source, approvable bool, events []Event) Report {
+	events = slices.Clone(events)
+	slices.SortFunc(events, func(a, b Event) int { return strings.Compare(a.ID, b.ID) })
+	if events == nil {
+		events = []Event{}
+	}
+	return Report{Source: source, Approvable: approvable, Events: events}
+}
+
+// Encode is the annotation value.
+func (r Report) Encode() string {
+	data, _ := json.Marshal(r) // plain data: cannot fail
+	return string(data)
+}
+
+// ReportOf reads the agent's report from a node; ok is false when the node
+// has none. A report that does not parse is an error, never "no events".
+func ReportOf(node *corev1.Node) (r Report, ok bool, err error) {
+	raw, ok := node.Annotations[AnnotationEvents]
+	if !ok {
+		return Report{}, false, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return Report{}, true, fmt.Errorf("annotation %s on node %s: %w", AnnotationEvents, node.Name, err)
+	}
+	return r, true, nil
+}
+
+// Find returns the event with the given ID.
+func (r Report) Find(id string) (Event, bool) {
+	for _, e := range r.Events {
+		if e.ID == id {
+			return e, true
+		}
+	}
+	return Event{}, false
+}
+
+// Approved reports whether the agent has approved the event on this node.
+func Approved(node *corev1.Node, id string) bool {
+	return slices.Contains(strings.Split(node.Annotations[AnnotationApproved], ","), id)
+}
+
+// Active reports whether the event still lies ahead or is under way.
+func (e Event) Active() bool {
+	return e.Status == StatusScheduled || e.Status == StatusStarted
+}
