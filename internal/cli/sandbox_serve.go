@@ -4,14 +4,20 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/sandbox"
+	"github.com/sluice-dev/sluice/internal/sandbox/cloud"
 )
 
 // newSandboxServeCommand is the supervisor `sandbox up` starts in the
@@ -47,6 +53,12 @@ func sandboxServe(ctx context.Context, opts sandboxOptions) error {
 		_ = sandbox.WriteState(st)
 		return err
 	}
+	if err := startCloudAndController(ctx, sb, &st, log); err != nil {
+		_ = sb.Stop()
+		st.Error = err.Error()
+		_ = sandbox.WriteState(st)
+		return err
+	}
 	st.Ready = true
 	st.Kubeconfig = sb.Kubeconfig()
 	st.Processes = sb.Processes()
@@ -78,4 +90,55 @@ func sandboxServe(ctx context.Context, opts sandboxOptions) error {
 			}
 		}
 	}
+}
+
+// startCloudAndController plays the cloud (an emulator and an agent per node,
+// and the control API `sandbox event` talks to) and runs sluice's
+// maintenance controller, as an installed chart would, until ctx ends.
+func startCloudAndController(ctx context.Context, sb *sandbox.Sandbox, st *sandbox.State, log *slog.Logger) error {
+	cfg := sb.RESTConfig()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building a client: %w", err)
+	}
+	c := cloud.New(client, cfg, clock.RealClock{}, log.With("component", "cloud"))
+	go func() {
+		if err := c.Run(ctx); err != nil {
+			log.Error("simulated cloud stopped", "err", err)
+		}
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listening on loopback: %w", err)
+	}
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	st.CloudAddress = "http://" + ln.Addr().String()
+
+	metrics, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listening on loopback: %w", err)
+	}
+	st.MetricsAddress = metrics.Addr().String()
+	_ = metrics.Close() // the controller binds it again
+	f := &controllerFlags{
+		client:         kube.ClientFlags{Kubeconfig: sb.Kubeconfig()},
+		logs:           logFlags{format: "text", level: "info"},
+		leaderElect:    true,
+		leaseNamespace: cloud.Namespace,
+		leaseName:      "sluice-controller",
+		leaseDuration:  15 * time.Second,
+		renewDeadline:  10 * time.Second,
+		retryPeriod:    2 * time.Second,
+		metricsAddress: st.MetricsAddress,
+		workers:        4,
+		identity:       "sandbox-controller",
+	}
+	go func() {
+		if err := runController(ctx, f); err != nil {
+			log.Error("maintenance controller stopped", "err", err)
+		}
+	}()
+	return nil
 }

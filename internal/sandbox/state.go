@@ -24,7 +24,11 @@ type State struct {
 	StartedAt      time.Time     `json:"startedAt"`
 	StartupSeconds float64       `json:"startupSeconds,omitempty"`
 	Ready          bool          `json:"ready"`
-	Error          string        `json:"error,omitempty"`
+	// CloudAddress serves the simulated cloud's control API (sandbox event).
+	CloudAddress string `json:"cloudAddress,omitempty"`
+	// MetricsAddress serves the sandbox controller's Prometheus metrics.
+	MetricsAddress string `json:"metricsAddress,omitempty"`
+	Error          string `json:"error,omitempty"`
 }
 
 // StateFile is the name of the state record inside a sandbox directory.

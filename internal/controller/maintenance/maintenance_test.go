@@ -306,4 +306,3 @@ func setNotReady(t *testing.T, s *scene, notReady bool) {
 	}
 	patchNode(t, s, `{"metadata":{"annotations":{"sandbox.sluice.dev/not-ready":`+value+`}}}`)
 }
-

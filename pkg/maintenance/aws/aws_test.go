@@ -260,14 +260,14 @@ func TestClientFollowsScheduledEventsUntilCanceled(t *testing.T) {
 	if err != nil || len(obs.Events) != 1 || obs.Events[0].ID != "instance-event-087e363178449a61e" {
 		t.Fatalf("after canceling the reboot: %+v, %v; want only the stop", obs.Events, err)
 	}
-	history, bad, err := c.MaintenanceHistory(ctx)
-	if err != nil || len(bad) != 0 || len(history) != 1 {
-		t.Fatalf("history %+v, %v, %v", history, bad, err)
+	history, err := c.MaintenanceHistory(ctx)
+	if err != nil || len(history.Unreadable) != 0 || len(history.Events) != 1 {
+		t.Fatalf("history %+v, %v", history, err)
 	}
-	if h := history[0]; h.State != StateCanceled || h.Description != "[Canceled] scheduled reboot" {
+	if h := history.Events[0]; h.State != StateCanceled || h.Description != "[Canceled] scheduled reboot" {
 		t.Errorf("history entry %+v; want State canceled and a [Canceled] description", h)
 	}
-	if e, err := history[0].Event(); err != nil || e.Status != maintenance.StatusCanceled {
+	if e, err := history.Events[0].Event(); err != nil || e.Status != maintenance.StatusCanceled {
 		t.Errorf("history entry maps to %+v, %v; want Canceled", e, err)
 	}
 	if srv.SetMaintenanceState("instance-event-0d59937288b749b32", StateCompleted) || srv.SetMaintenanceState("instance-event-087e363178449a61e", "done") {

@@ -70,6 +70,13 @@ type ScheduledEvent struct {
 	State       string `json:"State"`              // active, canceled or completed
 }
 
+// ScheduledList is what the scheduled or history document held: the entries
+// that decoded, and an error for each that did not.
+type ScheduledList struct {
+	Events     []ScheduledEvent
+	Unreadable []error
+}
+
 // RebalanceRecommendation is events/recommendations/rebalance.
 type RebalanceRecommendation struct {
 	NoticeTime string `json:"noticeTime"` // RFC 3339, UTC: when the signal was emitted
@@ -139,16 +146,16 @@ func (c *Client) SpotAction(ctx context.Context) (*SpotAction, error) {
 	return &a, nil
 }
 
-// ScheduledEvents reads the active scheduled events. The list must be a JSON
-// array; each entry is decoded on its own, so one unreadable entry is
-// returned as an error beside the others instead of spoiling the list.
-func (c *Client) ScheduledEvents(ctx context.Context) ([]ScheduledEvent, []error, error) {
+// ScheduledEvents reads the active scheduled events. The answer must be a
+// JSON array; each entry is decoded on its own, so one unreadable entry is
+// listed in Unreadable instead of spoiling the others.
+func (c *Client) ScheduledEvents(ctx context.Context) (ScheduledList, error) {
 	return c.eventList(ctx, ScheduledPath)
 }
 
 // MaintenanceHistory reads the canceled and completed scheduled events, as
 // ScheduledEvents does.
-func (c *Client) MaintenanceHistory(ctx context.Context) ([]ScheduledEvent, []error, error) {
+func (c *Client) MaintenanceHistory(ctx context.Context) (ScheduledList, error) {
 	return c.eventList(ctx, HistoryPath)
 }
 
@@ -195,12 +202,12 @@ func (c *Client) Observe(ctx context.Context) (maintenance.Observation, error) {
 		e, err := spot.Event()
 		add(&obs, e, err)
 	}
-	scheduled, bad, err := c.ScheduledEvents(ctx)
+	scheduled, err := c.ScheduledEvents(ctx)
 	if err != nil {
 		return maintenance.Observation{}, err
 	}
-	obs.Rejected = append(obs.Rejected, bad...)
-	for _, s := range scheduled {
+	obs.Rejected = append(obs.Rejected, scheduled.Unreadable...)
+	for _, s := range scheduled.Events {
 		e, err := s.Event()
 		add(&obs, e, err)
 	}
@@ -222,26 +229,25 @@ func (c *Client) Observe(ctx context.Context) (maintenance.Observation, error) {
 	return obs, nil
 }
 
-func (c *Client) eventList(ctx context.Context, path string) ([]ScheduledEvent, []error, error) {
+func (c *Client) eventList(ctx context.Context, path string) (ScheduledList, error) {
 	body, found, err := c.get(ctx, path)
 	if err != nil || !found {
-		return nil, nil, err
+		return ScheduledList{}, err
 	}
 	var raw []json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, nil, fmt.Errorf("decoding %s: %w", path, err)
+		return ScheduledList{}, fmt.Errorf("decoding %s: %w", path, err)
 	}
-	var events []ScheduledEvent
-	var bad []error
+	var list ScheduledList
 	for i, r := range raw {
 		var e ScheduledEvent
 		if err := json.Unmarshal(r, &e); err != nil {
-			bad = append(bad, fmt.Errorf("scheduled event #%d: decoding: %w", i, err))
+			list.Unreadable = append(list.Unreadable, fmt.Errorf("scheduled event #%d: decoding: %w", i, err))
 			continue
 		}
-		events = append(events, e)
+		list.Events = append(list.Events, e)
 	}
-	return events, bad, nil
+	return list, nil
 }
 
 // get reads path. found is false on a 404: the document is not there. Each

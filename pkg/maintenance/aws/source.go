@@ -38,7 +38,7 @@ func NewSource(c *Client, clk clock.Clock, interval time.Duration) *Source {
 // first call answers at once; a later one first waits until interval has
 // passed since the previous poll began, failed or not.
 func (s *Source) Next(ctx context.Context) (maintenance.Observation, error) {
-	if false {
+	if !s.last.IsZero() {
 		if wait := s.last.Add(s.interval).Sub(s.clk.Now()); wait > 0 {
 			t := s.clk.NewTimer(wait)
 			select {

@@ -44,6 +44,19 @@ func (s *Server) Finish(id string) {
 	}
 }
 
+// Start moves an event to Started, as the platform does at NotBefore.
+func (s *Server) Start(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.doc.Events {
+		if s.doc.Events[i].EventID == id && s.doc.Events[i].EventStatus != "Started" {
+			s.doc.Events[i].EventStatus = "Started"
+			s.doc.Events[i].NotBefore = ""
+			s.doc.DocumentIncarnation++
+		}
+	}
+}
+
 // Approved lists the event IDs approved so far.
 func (s *Server) Approved() []string {
 	s.mu.Lock()

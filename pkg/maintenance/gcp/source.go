@@ -24,6 +24,17 @@ const (
 )
 
 // How much notice Compute Engine gives, counted from when the value changes.
+//
+// Where Google's documentation corrects sluice's design doc:
+//   - TERMINATE_ON_HOST_MAINTENANCE gives 60 seconds to most VMs but one
+//     hour to VMs with GPUs (so its deadline is a lower bound, not the
+//     moment of the stop).
+//   - maintenance-event is populated only for VMs set to live-migrate and
+//     for VMs with GPUs: any other VM set to terminate on host maintenance
+//     (Spot and preemptible VMs included) gets no maintenance notice here.
+//   - The 60-second warning is given only if the key was read since the
+//     last maintenance event; otherwise the event starts at once.
+//   - The metadata server may answer 503 during maintenance.
 const (
 	// PreemptNotice: a preempted VM gets an ACPI soft-off and is powered
 	// off 30 seconds later. (Spot VMs created with a longer preemption
@@ -114,7 +125,7 @@ func (s *Source) fetch(ctx context.Context) ([len(watched)]Answer, error) {
 	results := make(chan result, len(watched))
 	for i, path := range watched {
 		go func() {
-			var r = result{i: i}
+			r := result{i: i}
 			if s.read {
 				r.a, r.err = s.client.Watch(pollCtx, path, s.answers[i].ETag, s.wait)
 			} else {
