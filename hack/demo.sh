@@ -20,8 +20,48 @@ kubectl() { "$kubectl" "$@"; }
 run kubectl get nodes -L kubernetes.azure.com/agentpool,kubernetes.azure.com/scalesetpriority,topology.kubernetes.io/zone
 run kubectl get pods,pdb -n shop -o wide
 
+# The main job: the cloud announces maintenance through each node's metadata service; the node's
+# sluice agent reports it on the Node, and the controller acts before the deadline.
+spot="$(kubectl get nodes -l kubernetes.azure.com/agentpool=spot -o jsonpath='{.items[0].metadata.name}')"
+user="$(kubectl get nodes -l kubernetes.azure.com/agentpool=user -o jsonpath='{.items[2].metadata.name}')"
+
+events() { kubectl get events -A --field-selector "involvedObject.name=$1" --sort-by=.lastTimestamp \
+  -o custom-columns=TIME:.lastTimestamp,REASON:.reason,MESSAGE:.message | grep -v RegisteredNode; }
+# wait_for_event NODE REASON SECONDS: until the node has an Event with the reason.
+wait_for_event() {
+  for _ in $(seq "$3"); do events "$1" 2>/dev/null | grep -q " $2 " && return 0; sleep 1; done
+  echo "(no $2 event on $1 after $3 s)"
+}
+
 echo
-echo "# Before draining: what will make it hang, lose data or run out of time?"
+echo "# Azure preempts a loaded spot node with 30 seconds' notice. sluice cordons it at once and drains"
+echo "# it against the deadline (NotBefore minus 5 s). The workers ask for 25 s to shut down and their"
+echo "# budget lets only two go at a time, so sluice gives each the grace that still fits. Once the"
+echo "# node is empty it approves the event, the platform need not wait, and the node is deleted."
+run kubectl get pods -n shop -o wide --field-selector "spec.nodeName=$spot"
+run $sluice sandbox event --node "$spot" --type Preempt --in 30s
+step "kubectl wait --for=delete node/$spot --timeout=60s"
+kubectl wait --for=delete "node/$spot" --timeout=60s || true
+run events "$spot"
+run kubectl get pods -n shop -l app=worker -o wide
+
+echo
+echo "# A Redeploy of a user node, announced 2 minutes ahead: drained and approved in seconds, the VM"
+echo "# moves (the node is NotReady for 10 s), and when the event is over sluice uncordons the node."
+run $sluice sandbox event --node "$user" --type Redeploy --in 2m --duration 10s
+step "# waiting for the Uncordoned event on $user"
+wait_for_event "$user" Uncordoned 90
+run events "$user"
+run kubectl get node "$user"
+
+echo
+echo "# The controller's Prometheus metrics."
+metrics="$($sluice sandbox status -o json | sed -n 's/.*"metricsAddress": "\(.*\)".*/\1/p')"
+step "curl -s http://$metrics/metrics | grep '^sluice_maintenance'"
+curl -s "http://$metrics/metrics" | grep '^sluice_maintenance' | grep -v '_bucket' || true
+
+echo
+echo "# sluice drain is the same engine, run by a person. Before draining: what will make it hang, lose data or run out of time?"
 run $sluice doctor -l kubernetes.azure.com/agentpool=user
 
 echo
@@ -31,15 +71,6 @@ run $sluice drain -l kubernetes.azure.com/agentpool=user --ignore-daemonsets --d
 echo
 echo "# Drain it, three nodes at once. Nodes that can never empty are refused up front, untouched."
 run $sluice drain -l kubernetes.azure.com/agentpool=user --ignore-daemonsets --parallel 3
-
-run kubectl get events -A --field-selector involvedObject.kind=Node --sort-by=.lastTimestamp
-
-echo
-echo "# A spot preemption: both spot nodes go away in 30 seconds. Replacements have nowhere to run,"
-echo "# so budgets cannot recover; sluice deletes held pods while they can still shut down gracefully."
-run $sluice drain -l kubernetes.azure.com/agentpool=spot --ignore-daemonsets --deadline 30s --parallel 2
-
-run kubectl get pods -n shop -l app=worker -o wide
 
 echo
 echo "The sandbox keeps running (KUBECONFIG=$KUBECONFIG); 'make demo-down' removes it."

@@ -229,6 +229,7 @@ func requireBoundToNode(t *testing.T, client kubernetes.Interface, node string) 
 	if got := user.Extra[nodeNameExtra]; len(got) != 1 || got[0] != node {
 		t.Fatalf("the agent's pod-bound token carries %s=%v, want [%s] (extra: %v)", nodeNameExtra, got, node, user.Extra)
 	}
+	t.Logf("the agent authenticates as %s with extra %v", user.Username, user.Extra)
 }
 
 // waitForPolicy waits until the API server enforces the agent policy, which
@@ -241,14 +242,16 @@ func waitForPolicy(t *testing.T, client kubernetes.Interface, node string) {
 	patch := []byte(`{"metadata":{"labels":{"example.com/probe":"x"}},"spec":{"unschedulable":true}}`)
 	opts := metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}
 	var last error
+	tries := 0
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		tries++
 		_, last = client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, opts)
 		return last != nil && strings.Contains(last.Error(), "ValidatingAdmissionPolicy '"+agentPolicy+"'"), nil
 	})
 	if err != nil {
 		t.Fatalf("waiting for policy %s to refuse the agent's write to node %s: %v; last answer: %v", agentPolicy, node, err, last)
 	}
-	t.Logf("policy in force after %s: %v", time.Since(begin).Round(time.Millisecond), last)
+	t.Logf("policy in force after %s (%d dry runs): %v", time.Since(begin).Round(time.Millisecond), tries, last)
 }
 
 // nodeState is what the agent must not change on a node.
@@ -280,8 +283,11 @@ func (s nodeState) diff(want nodeState) []string {
 		got, want map[string]string
 	}{{"label", s.Labels, want.Labels}, {"annotation", s.Annotations, want.Annotations}} {
 		for k, v := range m.got {
-			if w, ok := m.want[k]; !ok || w != v {
-				out = append(out, fmt.Sprintf("%s %s = %q, want %q (present: %v)", m.what, k, v, w, ok))
+			switch w, ok := m.want[k]; {
+			case !ok:
+				out = append(out, fmt.Sprintf("%s %s = %q appeared", m.what, k, v))
+			case w != v:
+				out = append(out, fmt.Sprintf("%s %s = %q, want %q", m.what, k, v, w))
 			}
 		}
 		for k, w := range m.want {

@@ -17,10 +17,13 @@ import (
 
 // sandboxStatus is what `sandbox status` reports.
 type sandboxStatus struct {
-	Name       string            `json:"name"`
-	Running    bool              `json:"running"`
-	Dir        string            `json:"dir"`
-	Kubeconfig string            `json:"kubeconfig,omitempty"`
+	Name       string `json:"name"`
+	Running    bool   `json:"running"`
+	Dir        string `json:"dir"`
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Cloud is the simulated cloud's control API; Metrics the controller's /metrics.
+	Cloud      string            `json:"cloudAddress,omitempty"`
+	Metrics    string            `json:"metricsAddress,omitempty"`
 	Error      string            `json:"error,omitempty"`
 	Components []componentStatus `json:"components,omitempty"`
 	Nodes      int               `json:"nodes"`
@@ -65,6 +68,7 @@ func sandboxStatusRun(ctx context.Context, out io.Writer, opts sandboxOptions, f
 	if err == nil {
 		status.Running = st.Ready && sandbox.Alive(st.SupervisorPID, "sandbox serve")
 		status.Kubeconfig = st.Kubeconfig
+		status.Cloud, status.Metrics = st.CloudAddress, st.MetricsAddress
 		status.Error = st.Error
 		for _, p := range st.Processes {
 			c := componentStatus{ProcessInfo: p, Running: sandbox.Alive(p.PID, p.Name)}
@@ -98,7 +102,8 @@ func sandboxStatusRun(ctx context.Context, out io.Writer, opts sandboxOptions, f
 		}
 		return nil
 	}
-	fmt.Fprintf(out, "sandbox %q is running: %d nodes, %d pods\nkubeconfig: %s\n\n", status.Name, status.Nodes, status.Pods, status.Kubeconfig)
+	fmt.Fprintf(out, "sandbox %q is running: %d nodes, %d pods\nkubeconfig: %s\n", status.Name, status.Nodes, status.Pods, status.Kubeconfig)
+	fmt.Fprintf(out, "maintenance controller metrics: http://%s/metrics\nsimulated cloud: %s (sluice sandbox event)\n\n", status.Metrics, status.Cloud)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMPONENT\tPID\tRUNNING\tRSS\tPEAK RSS")
 	for _, c := range status.Components {

@@ -48,16 +48,19 @@ func (c *Controller) startDrain(ctx context.Context, name string, st state, poli
 		defer c.wg.Done()
 		defer cancel()
 		report, err := d.Drain(dctx, []string{name})
+		if dctx.Err() != nil {
+			c.count(st, "Canceled")
+			return // stopped (and forgotten) by stopDrain: the event ended or was superseded
+		}
+		// The outcome is on the node before the drain stops counting as
+		// running, so no reconcile in between can mistake it for one that
+		// died with a previous controller and start it again.
+		c.drainEnded(ctx, name, st, report, err)
 		c.mu.Lock()
 		if r := c.drains[name]; r != nil && r.event == st.Event {
 			delete(c.drains, name)
 		}
 		c.mu.Unlock()
-		if dctx.Err() != nil {
-			c.count(st, "Canceled")
-			return // stopped: the event ended or was superseded
-		}
-		c.drainEnded(ctx, name, st, report, err)
 		c.queue.Add(name)
 	}()
 	c.opts.Log.Info("draining for maintenance", "node", name, "id", st.Event, "type", st.Type, "deadline", opts.Deadline, "optIn", st.OptIn)

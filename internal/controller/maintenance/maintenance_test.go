@@ -75,6 +75,9 @@ func TestAzurePreemptWithThirtySecondsNoticeDrainsInTimeAndApproves(t *testing.T
 			t.Errorf("node events %v lack %s", reasons, want)
 		}
 	}
+	if n := count(reasons, "DrainStarted"); n != 1 {
+		t.Errorf("%d drains started; want 1 (a finished drain must not be mistaken for a dead one)", n)
+	}
 	// checkout's budget allows no eviction: only the deadline moved it.
 	if !s.podEventHas(t, "checkout", "DeadlineForced") {
 		t.Errorf("checkout left without a DeadlineForced event")
@@ -305,4 +308,14 @@ func setNotReady(t *testing.T, s *scene, notReady bool) {
 		value = `"true"`
 	}
 	patchNode(t, s, `{"metadata":{"annotations":{"sandbox.sluice.dev/not-ready":`+value+`}}}`)
+}
+
+func count(list []string, s string) int {
+	n := 0
+	for _, v := range list {
+		if v == s {
+			n++
+		}
+	}
+	return n
 }

@@ -135,7 +135,7 @@ func (c *Cloud) carryOut(ctx context.Context, m *machine, in Injected, downFor t
 	}()
 	tick := c.clock.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for c.clock.Now().Before(in.NotBefore) && !(m.azure != nil && approved(m.azure, in.ID)) {
+	for c.clock.Now().Before(in.NotBefore) && (m.azure == nil || !approved(m.azure, in.ID)) {
 		select {
 		case <-ctx.Done():
 			return
