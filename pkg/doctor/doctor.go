@@ -4,6 +4,7 @@
 package doctor
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/simulate"
 )
 
@@ -39,6 +41,7 @@ const (
 	CodePending            = "Pending"
 	CodeCordonedUnknown    = "CordonedByUnknown"
 	CodeNodeNotReady       = "NodeNotReady"
+	CodeMaintenanceOver    = "MaintenanceOver"
 )
 
 // Finding is one thing doctor found.
@@ -360,6 +363,9 @@ func (d *diagnosis) leftovers() {
 			d.add(Finding{SeverityWarning, CodeCordonedUnknown, obj, n.Name, "has been cordoned" + since + " with no record of who did it or why",
 				"uncordon it (kubectl uncordon) if whatever cordoned it is done, or drain it"})
 		}
+		if f, ok := maintenanceOver(&n, obj); ok {
+			d.add(f)
+		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
 				d.add(Finding{SeverityError, CodeNodeNotReady, obj, n.Name, fmt.Sprintf("is NotReady (%s) since %s: its pods count as unhealthy in every budget",
@@ -419,4 +425,36 @@ func firstN(s []string, n int) []string {
 		return s
 	}
 	return append(append([]string{}, s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
+}
+
+// maintenanceOver finds a node sluice's controller still holds for a
+// maintenance event its agent no longer reports: the controller puts such a
+// node back into service once it is Ready, so one that stays is a sign the
+// controller is not running, or the node never came back.
+func maintenanceOver(n *corev1.Node, obj string) (Finding, bool) {
+	raw, ok := n.Annotations[maintenance.AnnotationState]
+	if !ok {
+		return Finding{}, false
+	}
+	var st struct {
+		Event string           `json:"event"`
+		Type  maintenance.Type `json:"type"`
+	}
+	if json.Unmarshal([]byte(raw), &st) != nil || st.Event == "" {
+		return Finding{}, false
+	}
+	report, has, err := maintenance.ReportOf(n)
+	if err != nil || !has {
+		return Finding{}, false
+	}
+	if e, found := report.Find(st.Event); found && e.Active() {
+		return Finding{}, false
+	}
+	held := "is held"
+	if n.Spec.Unschedulable && n.Annotations[drain.AnnotationCordonedBy] != "" {
+		held = "is still cordoned"
+	}
+	return Finding{SeverityWarning, CodeMaintenanceOver, obj, n.Name,
+		fmt.Sprintf("%s by sluice for %s event %s, which has ended", held, st.Type, st.Event),
+		"the sluice controller uncordons it once the node is Ready: check that the node is Ready and the controller is running (kubectl -n sluice-system logs deploy/sluice-controller)"}, true
 }

@@ -86,3 +86,29 @@ func TestHealthyNodeHasNoErrors(t *testing.T) {
 		t.Errorf("healthy: %+v", r.Findings)
 	}
 }
+
+func TestNodeHeldForAMaintenanceEventThatEnded(t *testing.T) {
+	pool := fixture.AKSPool("p", 1)
+	state := `{"event":"E1","type":"Redeploy","source":"azure","action":"Drain","phase":"Drained","seen":"2026-11-21T08:50:00Z"}`
+	for _, tc := range []struct {
+		name, report string
+		want         int
+	}{
+		{"event still announced", `{"source":"azure","events":[{"id":"E1","source":"azure","type":"Redeploy","status":"Scheduled"}]}`, 0},
+		{"event gone", `{"source":"azure","events":[]}`, 1},
+		{"event canceled", `{"source":"aws","events":[{"id":"E1","source":"aws","type":"Redeploy","status":"Canceled"}]}`, 1},
+	} {
+		n := *pool.Nodes()[0]
+		n.Spec.Unschedulable = true
+		n.Annotations = map[string]string{"sluice.dev/cordoned-by": "sluice", "sluice.dev/maintenance": state, "maintenance.sluice.dev/events": tc.report}
+		r := Diagnose(Input{Nodes: []corev1.Node{n}, Targets: []string{n.Name}, Now: now})
+		got := find(r, CodeMaintenanceOver)
+		if len(got) != tc.want {
+			t.Errorf("%s: %d MaintenanceOver findings %+v; want %d", tc.name, len(got), got, tc.want)
+			continue
+		}
+		if tc.want == 1 && !strings.Contains(got[0].Message, "is still cordoned by sluice for Redeploy event E1") {
+			t.Errorf("%s: message %q", tc.name, got[0].Message)
+		}
+	}
+}

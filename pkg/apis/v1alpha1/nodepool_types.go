@@ -185,13 +185,15 @@ func (m *MaintenanceSpec) OnDeadlineOrDefault() OnDeadlineAction {
 // MaintenanceSpec.ActionFor).
 type MaintenanceActions struct {
 	// Freeze: the VM is paused for a few seconds (Azure), or live-migrated
-	// (GCP). None (the default) or Drain, which evicts only the pods that
-	// opted in to leaving on a freeze (as AKS does with the
-	// remediator.kubernetes.azure.com/onFreeze label). Cordon would keep new
-	// pods away from a node that is back within seconds, so it is refused.
+	// (GCP). None (the default) evicts only the pods that opted in to
+	// leaving on a freeze (labelled sluice.dev/evict-on-freeze=true, or
+	// remediator.kubernetes.azure.com/onFreeze as AKS uses), cordoning the
+	// node meanwhile, and leaves the rest; Drain drains the whole node.
+	// Cordon alone would keep new pods away from a node that is back within
+	// seconds, so it is refused.
 	//
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self != 'Cordon'",message="Freeze may be None or Drain: a freeze pauses the VM for seconds, so a cordon would only keep new pods off a node that is back at once; Drain evicts only the pods that opted in to leaving on a freeze"
+	// +kubebuilder:validation:XValidation:rule="self != 'Cordon'",message="Freeze may be None or Drain: a freeze pauses the VM for seconds, so a cordon alone would only keep new pods off a node that is back at once; None evicts just the pods labelled to leave on a freeze, Drain drains the whole node"
 	Freeze MaintenanceAction `json:"Freeze,omitempty"`
 
 	// Reboot: the VM restarts and comes back. Default None.
