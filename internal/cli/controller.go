@@ -88,7 +88,7 @@ func (f *controllerFlags) validate() error {
 		if f.leaseNamespace == "" || f.leaseName == "" {
 			errs = append(errs, errors.New("--leader-election-namespace and --leader-election-id must not be empty"))
 		}
-		if !(f.retryPeriod > 0 && f.retryPeriod < f.renewDeadline && f.renewDeadline < f.leaseDuration) {
+		if f.retryPeriod <= 0 || f.retryPeriod >= f.renewDeadline || f.renewDeadline >= f.leaseDuration {
 			errs = append(errs, fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)",
 				f.retryPeriod, f.renewDeadline, f.leaseDuration))
 		}

@@ -46,30 +46,23 @@ func (c *Controller) Reconcile(ctx context.Context, name string) (time.Duration,
 	}
 	st, has := stateOf(node)
 	next := strongest(report.Events, policy)
+	if has {
+		// The recorded event goes on while it lasts; another one takes over
+		// only if its action is stronger.
+		if cur, ok := report.Find(st.Event); ok && cur.Active() && (next == nil || rank(policy.Action(next.Type)) <= rank(st.Action)) {
+			next = &cur
+		}
+	}
 	switch {
-	case !has && next == nil:
+	case next == nil && !has:
 		return 0, nil
-	case has && next == nil:
-		if cur, ok := report.Find(st.Event); ok && cur.Active() {
-			next = &cur // the record's event goes on (its action may be None)
-			break
-		}
+	case next == nil:
 		return c.finish(ctx, node, st)
-	}
-	if !has || st.Event != next.ID {
-		if has {
-			if cur, ok := report.Find(st.Event); ok && cur.Active() && rank(policy.Action(next.Type)) <= rank(st.Action) {
-				next = &cur // a weaker event waits for the stronger one to end
-			}
-		}
-	}
-	if !has || st.Event != next.ID {
-		st, err = c.adopt(ctx, node, st, has, *next, policy)
-		if err != nil {
+	case !has || st.Event != next.ID:
+		if st, err = c.adopt(ctx, node, st, has, *next, policy); err != nil {
 			return 0, err
 		}
-		node, err = c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		if node, err = c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return 0, fmt.Errorf("reading node %s: %w", name, err)
 		}
 	}
