@@ -105,6 +105,35 @@ func TestSandboxUpKubectlStatusDown(t *testing.T) {
 		t.Errorf("kubectl get pods does not show the sample workloads running:\n%s", out)
 	}
 
+	// The simulated cloud: a Preempt announced through the spot node's own
+	// metadata emulator is drained, approved, and carried out (the node goes).
+	spot := regexp.MustCompile(`node/(aks-spot-\S+)`).FindStringSubmatch(out)
+	if spot == nil {
+		t.Fatalf("no spot node in:\n%s", out)
+	}
+	_, errOut, code = run(t, sluice, append([]string{"sandbox", "event", "--node", "no-such-node", "--type", "Preempt"}, common...)...)
+	if code != 1 || !strings.Contains(errOut, "no simulated machine for node") || !strings.Contains(errOut, spot[1]) {
+		t.Errorf("event on an unknown node: exit %d, stderr %q; want 1 and the nodes that exist", code, errOut)
+	}
+	_, errOut, code = run(t, sluice, append([]string{"sandbox", "event", "--node", spot[1], "--type", "Explode"}, common...)...)
+	if code != 1 || !strings.Contains(errOut, "use Freeze, Reboot, Redeploy, Preempt, Terminate or Rebalance") {
+		t.Errorf("event of an unknown type: exit %d, stderr %q", code, errOut)
+	}
+	out, errOut, code = run(t, sluice, append([]string{"sandbox", "event", "--node", spot[1], "--type", "Preempt", "--in", "15s"}, common...)...)
+	if code != 0 || !strings.Contains(out, "azure Preempt event") {
+		t.Fatalf("sandbox event: exit %d\n%s%s", code, out, errOut)
+	}
+	_, errOut, code = run(t, kubectl, "--kubeconfig", kubeconfig, "wait", "--for=delete", "node/"+spot[1], "--timeout=60s")
+	if code != 0 {
+		t.Fatalf("the preempted node was not deleted: %s", errOut)
+	}
+	out, _, _ = run(t, kubectl, "--kubeconfig", kubeconfig, "get", "events", "--field-selector", "involvedObject.name="+spot[1], "-o", "custom-columns=R:.reason", "--no-headers")
+	for _, want := range []string{"MaintenanceScheduled", "CordonStarted", "DrainStarted", "DrainCompleted", "EventApproved"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the preempted node's events lack %s:\n%s", want, out)
+		}
+	}
+
 	out, _, code = run(t, kubectl, "version", "--client", "-o", "json")
 	var v struct {
 		ClientVersion struct{ GitVersion string } `json:"clientVersion"`
@@ -125,8 +154,8 @@ func TestSandboxUpKubectlStatusDown(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &status) != nil {
 		t.Fatalf("sandbox status -o json: exit %d: %s", code, out)
 	}
-	if !status.Running || status.Nodes != 7 || len(status.Components) != 5 {
-		t.Errorf("status: running=%v nodes=%d components=%d; want true, 7, 5", status.Running, status.Nodes, len(status.Components))
+	if !status.Running || status.Nodes != 6 || len(status.Components) != 5 {
+		t.Errorf("status: running=%v nodes=%d components=%d; want true, 6 (one preempted), 5", status.Running, status.Nodes, len(status.Components))
 	}
 
 	out, errOut, code = run(t, sluice, append([]string{"sandbox", "down"}, common...)...)
