@@ -246,6 +246,30 @@ func TestAgentRestartedMidEventResumes(t *testing.T) {
 	s.waitForReason(t, 15*time.Second, "Uncordoned")
 }
 
+func TestControllerRestartedMidDrainResumes(t *testing.T) {
+	s := newScene(t, maintenance.SourceAzure)
+	s.env.Create(t, fixture.Deployment(s.env.Namespace, "slow", 3, s.onPool, fixture.GracePeriod(10), fixture.ExitsAfter(3)),
+		fixture.PDB(s.env.Namespace, "slow", "slow", fixture.MaxUnavailable("1")))
+	s.env.WaitForPods(t, "", 3)
+	s.addSpare(t)
+	stop := startController(t, s.env)
+	vm := vmName(t, s)
+	s.azure.Schedule(azure.RawEvent{EventID: "redeploy-4", EventType: "Redeploy", ResourceType: "VirtualMachine", Resources: []string{vm},
+		EventStatus: "Scheduled", NotBefore: rfc1123(time.Now().Add(time.Minute)), EventSource: "Platform", DurationInSeconds: -1})
+	s.waitForReason(t, 15*time.Second, "DrainStarted")
+	stop() // the leader goes away mid-drain; its drain releases the node's claim
+	if _, phase, _ := mcontroller.PhaseOf(s.getNode(t)); phase != mcontroller.PhaseDraining {
+		t.Fatalf("phase %q after the first controller stopped; want Draining (the test lost its race)", phase)
+	}
+	startController(t, s.env) // the successor reads the record on the node
+	s.waitForReason(t, 30*time.Second, "EventApproved")
+	if n := count(s.reasons(t), "MaintenanceScheduled"); n != 1 {
+		t.Errorf("%d MaintenanceScheduled events; the successor must resume, not start over", n)
+	}
+	s.azure.Finish("redeploy-4")
+	s.waitForReason(t, 15*time.Second, "Uncordoned")
+}
+
 // vmName is the name Scheduled Events uses for the scene's node.
 func vmName(t *testing.T, s *scene) string {
 	t.Helper()

@@ -104,8 +104,9 @@ func (s *scene) startAgent(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// startController runs a maintenance controller until the test ends.
-func startController(t *testing.T, env *sandboxtest.Env) {
+// startController runs a maintenance controller until the test ends or the
+// returned stop is called.
+func startController(t *testing.T, env *sandboxtest.Env) (stop func()) {
 	t.Helper()
 	clk := clock.RealClock{}
 	c := mcontroller.NewController(env.Client, clk, mcontroller.Options{
@@ -118,6 +119,7 @@ func startController(t *testing.T, env *sandboxtest.Env) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx, 2) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return func() { cancel(); <-done }
 }
 
 // addSpare adds a node the moved pods can go to.
