@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -108,6 +111,10 @@ func sandboxUp(ctx context.Context, out, errOut io.Writer, opts sandboxOptions, 
 		if err := createSample(ctx, out, st.Kubeconfig, timeout); err != nil {
 			return fmt.Errorf("creating the sample cluster (the sandbox is still up; `sluice sandbox down --name %s` removes it): %w", opts.name, err)
 		}
+		if err := waitForMachines(ctx, st, timeout); err != nil {
+			return fmt.Errorf("starting the simulated cloud (the sandbox is still up; see %s): %w", filepath.Join(opts.dir, "supervisor.log"), err)
+		}
+		fmt.Fprintln(out, "every node has its metadata service and agent; the maintenance controller runs")
 	}
 	fmt.Fprintf(out, "\nsandbox %q is up in %.1fs\n\n", opts.name, time.Since(begin).Seconds())
 	fmt.Fprintf(out, "  kubeconfig: %s\n\n", st.Kubeconfig)
@@ -277,4 +284,42 @@ func clientFor(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("building a client: %w", err)
 	}
 	return client, nil
+}
+
+// waitForMachines waits until every node has its metadata emulator and agent,
+// so `sandbox event` works as soon as `sandbox up` returns.
+func waitForMachines(ctx context.Context, st sandbox.State, timeout time.Duration) error {
+	client, err := clientFor(st.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var have, want int
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		want = len(nodes.Items)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.CloudAddress+"/machines", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		var machines []json.RawMessage
+		if json.NewDecoder(resp.Body).Decode(&machines) != nil {
+			return false, nil
+		}
+		have = len(machines)
+		return have >= want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d nodes have their metadata service and agent: %w", have, want, err)
+	}
+	return nil
 }
