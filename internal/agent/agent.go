@@ -144,7 +144,11 @@ func (a *Agent) approve(ctx context.Context, node *corev1.Node, seen *maintenanc
 		return fmt.Errorf("approving event %s: %w", id, err)
 	}
 	a.log.Info("approved event", "id", id)
-	done := slices.DeleteFunc(strings.Split(node.Annotations[maintenance.AnnotationApproved], ","), func(s string) bool { return s == "" })
+	// Keep only the approvals of events still announced, so the list stays short.
+	done := slices.DeleteFunc(strings.Split(node.Annotations[maintenance.AnnotationApproved], ","), func(s string) bool {
+		_, announced := seen.Find(s)
+		return s == "" || !announced
+	})
 	return a.annotate(ctx, map[string]any{maintenance.AnnotationApproved: strings.Join(append(done, id), ",")})
 }
 

@@ -3,6 +3,7 @@ package maintenance_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,6 +214,21 @@ func TestAWSSpotInterruptionDrainsBeforeTheActionTime(t *testing.T) {
 	s.waitForPhase(t, 10*time.Second, mcontroller.PhaseDrained)
 }
 
+func TestAWSRebalanceRecommendationCordonsOnly(t *testing.T) {
+	s := newScene(t, maintenance.SourceAWS)
+	s.env.Create(t, fixture.Deployment(s.env.Namespace, "web", 2, s.onPool, fixture.GracePeriod(5), fixture.ExitsAfter(1)))
+	before := s.env.WaitForPods(t, "", 2)
+	startController(t, s.env)
+	s.aws.Rebalance(time.Now())
+	s.waitForPhase(t, 15*time.Second, mcontroller.PhaseCordoned)
+	if n := s.getNode(t); !n.Spec.Unschedulable || !hasTaint(n) {
+		t.Errorf("a rebalance recommendation did not cordon and taint the node")
+	}
+	s.samePods(t, before, nil) // cordon only: nobody is evicted
+	s.aws.ClearRebalance()
+	s.waitForReason(t, 15*time.Second, "Uncordoned")
+}
+
 func TestGCPPreemptionDrainsWithinThirtySeconds(t *testing.T) {
 	s := newScene(t, maintenance.SourceGCP)
 	s.load(t)
@@ -312,7 +328,7 @@ func (s *scene) podEventHas(t *testing.T, app, reason string) bool {
 		t.Fatal(err)
 	}
 	for _, e := range list.Items {
-		if e.Reason == reason && len(e.InvolvedObject.Name) > len(app) && e.InvolvedObject.Name[:len(app)+1] == app+"-" {
+		if e.Reason == reason && strings.HasPrefix(e.InvolvedObject.Name, app+"-") {
 			return true
 		}
 	}

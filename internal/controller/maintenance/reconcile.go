@@ -205,19 +205,14 @@ func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state,
 // and moves the record to phase, in one update.
 func (c *Controller) cordon(ctx context.Context, name string, st state, phase Phase) error {
 	cordoned := false
-	updated, err := c.update(ctx, name, func(n *corev1.Node) error {
-		cur, ok := stateOf(n)
-		if !ok || cur.Event != st.Event {
-			return errStale
-		}
+	updated, err := c.updateState(ctx, name, st.Event, func(n *corev1.Node, cur *state) (bool, error) {
 		cordoned = drain.Cordon(n)
 		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey }) {
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: string(st.Type), Effect: corev1.TaintEffectNoSchedule})
 			cur.Tainted = true
 		}
 		cur.Phase = phase
-		n.Annotations[maintenance.AnnotationState] = cur.encode()
-		return nil
+		return true, nil
 	})
 	if err != nil {
 		return err
@@ -232,17 +227,34 @@ func (c *Controller) cordon(ctx context.Context, name string, st state, phase Ph
 
 // setPhase moves the record to phase if it is still about event.
 func (c *Controller) setPhase(ctx context.Context, name, event string, phase Phase, blocked *time.Time) error {
-	_, err := c.update(ctx, name, func(n *corev1.Node) error {
+	_, err := c.updateState(ctx, name, event, func(_ *corev1.Node, cur *state) (bool, error) {
+		cur.Phase = phase
+		cur.Blocked = blocked
+		return true, nil
+	})
+	return err
+}
+
+// updateState applies change to the node and to the controller's record on
+// it, but only while the record is still about event; change says whether
+// the record stays (false removes it).
+func (c *Controller) updateState(ctx context.Context, name, event string, change func(*corev1.Node, *state) (bool, error)) (*corev1.Node, error) {
+	return c.update(ctx, name, func(n *corev1.Node) error {
 		cur, ok := stateOf(n)
 		if !ok || cur.Event != event {
 			return errStale
 		}
-		cur.Phase = phase
-		cur.Blocked = blocked
-		n.Annotations[maintenance.AnnotationState] = cur.encode()
+		keep, err := change(n, &cur)
+		if err != nil {
+			return err
+		}
+		if keep {
+			n.Annotations[maintenance.AnnotationState] = cur.encode()
+		} else {
+			delete(n.Annotations, maintenance.AnnotationState)
+		}
 		return nil
 	})
-	return err
 }
 
 // approve asks the agent to start the drained node's event early, and
@@ -252,14 +264,9 @@ func (c *Controller) approve(ctx context.Context, node *corev1.Node, st state, e
 		return nil
 	}
 	if maintenance.Approved(node, st.Event) {
-		_, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
-			cur, ok := stateOf(n)
-			if !ok || cur.Event != st.Event {
-				return errStale
-			}
+		_, err := c.updateState(ctx, node.Name, st.Event, func(_ *corev1.Node, cur *state) (bool, error) {
 			cur.Approved = true
-			n.Annotations[maintenance.AnnotationState] = cur.encode()
-			return nil
+			return true, nil
 		})
 		if err != nil {
 			return err
@@ -289,21 +296,16 @@ func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (t
 		return 0, nil // the node's own update wakes us
 	}
 	uncordoned := false
-	updated, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
-		cur, ok := stateOf(n)
-		if !ok || cur.Event != st.Event {
-			return errStale
-		}
+	updated, err := c.updateState(ctx, node.Name, st.Event, func(n *corev1.Node, cur *state) (bool, error) {
 		var err error
 		if uncordoned, err = drain.Uncordon(n, c.clock.Now()); err != nil {
-			return err
+			return true, err
 		}
 		if cur.Tainted {
 			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey })
 		}
-		delete(n.Annotations, maintenance.AnnotationState)
 		delete(n.Annotations, maintenance.AnnotationApprove)
-		return nil
+		return false, nil
 	})
 	if err != nil {
 		return 0, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,7 +136,7 @@ func (c *Cloud) carryOut(ctx context.Context, m *machine, in Injected, downFor t
 	}()
 	tick := c.clock.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for c.clock.Now().Before(in.NotBefore) && (m.azure == nil || !approved(m.azure, in.ID)) {
+	for c.clock.Now().Before(in.NotBefore) && (m.azure == nil || !slices.Contains(m.azure.Approved(), in.ID)) {
 		select {
 		case <-ctx.Done():
 			return
@@ -210,15 +211,6 @@ func (c *Cloud) Cancel(node, id string) error {
 		m.gcp.Reset()
 	}
 	return nil
-}
-
-func approved(s *azure.Server, id string) bool {
-	for _, a := range s.Approved() {
-		if a == id {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *Cloud) setNotReady(ctx context.Context, node string, down bool) {
