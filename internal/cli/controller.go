@@ -4,27 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/controller"
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
+	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/internal/kube"
 )
 
@@ -38,6 +28,11 @@ type controllerFlags struct {
 	renewDeadline   time.Duration
 	retryPeriod     time.Duration
 	metricsAddress  string
+	healthAddress   string
+	requestTimeout  time.Duration
+	maxNodes        int
+	maxNodesPerPool int
+	maxInFlight     int
 	webhookURL      string
 	webhookTemplate string
 	workers         int
@@ -67,7 +62,12 @@ func newControllerCommand() *cobra.Command {
 	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a lost leader's Lease stays valid")
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before giving up")
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire the Lease")
-	fs.StringVar(&f.metricsAddress, "metrics-bind-address", ":8080", "address serving /metrics and /healthz; 0 turns it off")
+	fs.StringVar(&f.metricsAddress, "metrics-bind-address", ":8080", "address serving Prometheus /metrics; 0 turns it off")
+	fs.StringVar(&f.healthAddress, "health-probe-bind-address", ":8081", "address serving /healthz and /readyz; 0 turns it off")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "bound on each API request and each node's reconcile (watches excepted)")
+	fs.IntVar(&f.maxNodes, "max-disrupting-nodes", 0, "at most this many nodes drain at once for voluntary reasons, cluster-wide; maintenance events start past the cap but count against it (0: no cap)")
+	fs.IntVar(&f.maxNodesPerPool, "max-disrupting-nodes-per-pool", 0, "the same cap per NodePool (0: no cap)")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", 50, "evictions outstanding at once across every drain")
 	fs.StringVar(&f.webhookURL, "webhook-url", envOr("SLUICE_WEBHOOK_URL", ""), "POST every Event the controller records to this URL (env SLUICE_WEBHOOK_URL)")
 	fs.StringVar(&f.webhookTemplate, "webhook-template", "", "Go template for the webhook body, or @FILE; fields .Kind .Name .Namespace .Type .Reason .Message .Time, func json (default: a JSON document with a Slack-style text field)")
 	fs.IntVar(&f.workers, "workers", 4, "nodes reconciled at once (drains run beside them)")
@@ -93,10 +93,22 @@ func (f *controllerFlags) validate() error {
 				f.retryPeriod, f.renewDeadline, f.leaseDuration))
 		}
 	}
-	if f.metricsAddress != "0" {
-		if _, _, err := net.SplitHostPort(f.metricsAddress); err != nil {
-			errs = append(errs, fmt.Errorf("--metrics-bind-address %q: give HOST:PORT, :PORT, or 0 to turn it off", f.metricsAddress))
+	for flag, addr := range map[string]string{"--metrics-bind-address": f.metricsAddress, "--health-probe-bind-address": f.healthAddress} {
+		if addr == "0" {
+			continue
 		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: give HOST:PORT, :PORT, or 0 to turn it off", flag, addr))
+		}
+	}
+	if f.requestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--request-timeout %s: must be positive", f.requestTimeout))
+	}
+	if f.maxNodes < 0 || f.maxNodesPerPool < 0 {
+		errs = append(errs, errors.New("--max-disrupting-nodes and --max-disrupting-nodes-per-pool must not be negative (0: no cap)"))
+	}
+	if f.maxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be at least 1", f.maxInFlight))
 	}
 	if f.webhookTemplate != "" && f.webhookURL == "" {
 		errs = append(errs, errors.New("--webhook-template needs --webhook-url"))
@@ -112,24 +124,28 @@ func runController(ctx context.Context, f *controllerFlags) error {
 	if err != nil {
 		return err
 	}
-	client, cfg, err := f.client.Client()
+	cfg, err := f.client.RESTConfig()
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("building a client: %w", err)
-	}
 	clk := clock.RealClock{}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	opts := mcontroller.Options{
-		Identity: f.identity,
-		Self:     selfPod(f.podNamespace, f.identity),
-		Policies: mcontroller.NewPoolPolicies(dyn, log),
-		Recorder: kube.NewRecorder(client, clk, "controller"),
-		Metrics:  mcontroller.NewMetrics(reg),
-		Log:      log,
+	opts := controller.Options{
+		Identity:       f.identity,
+		PodNamespace:   f.podNamespace,
+		LeaderElection: f.leaderElect,
+		LeaseNamespace: f.leaseNamespace,
+		LeaseName:      f.leaseName,
+		LeaseDuration:  f.leaseDuration,
+		RenewDeadline:  f.renewDeadline,
+		RetryPeriod:    f.retryPeriod,
+		MetricsAddress: f.metricsAddress,
+		HealthAddress:  f.healthAddress,
+		RequestTimeout: f.requestTimeout,
+		Workers:        f.workers,
+		Limits:         termination.Limits{MaxNodes: f.maxNodes, MaxNodesPerPool: f.maxNodesPerPool},
+		MaxInFlight:    f.maxInFlight,
+		Log:            log,
+		Clock:          clk,
 	}
 	if f.webhookURL != "" {
 		body, err := readTemplate(f.webhookTemplate)
@@ -140,86 +156,15 @@ func runController(ctx context.Context, f *controllerFlags) error {
 			return err
 		}
 	}
-	if f.metricsAddress != "0" {
-		stop, err := serveMetrics(f.metricsAddress, reg, log)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	c := mcontroller.NewController(client, clk, opts)
-	if !f.leaderElect {
-		return c.Run(ctx, f.workers)
-	}
-	return leadAndRun(ctx, client, f, log, func(ctx context.Context) error { return c.Run(ctx, f.workers) })
-}
-
-// leadAndRun runs work while this replica holds the Lease. On shutdown it
-// stops the work first and only then gives up the Lease, so the successor
-// never overlaps with a drain still running here, and takes over at once
-// instead of waiting for the Lease to expire.
-func leadAndRun(ctx context.Context, client kubernetes.Interface, f *controllerFlags, log *slog.Logger, work func(context.Context) error) error {
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: f.leaseNamespace, Name: f.leaseName},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: f.identity},
-	}
-	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopElection()
-	var leading atomic.Bool
-	workDone := make(chan struct{})
-	lost := make(chan struct{})
-	go func() {
-		<-ctx.Done()
-		if leading.Load() {
-			<-workDone // the work sees ctx too; let it wind down first
-		}
-		stopElection()
-	}()
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   f.leaseDuration,
-		RenewDeadline:   f.renewDeadline,
-		RetryPeriod:     f.retryPeriod,
-		ReleaseOnCancel: true,
-		Name:            f.leaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaderCtx context.Context) {
-				leading.Store(true)
-				defer close(workDone)
-				log.Info("leading", "lease", f.leaseNamespace+"/"+f.leaseName, "identity", f.identity)
-				workCtx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				defer context.AfterFunc(leaderCtx, cancel)()
-				if err := work(workCtx); err != nil {
-					log.Error("controller stopped", "err", err)
-				}
-			},
-			OnStoppedLeading: func() { close(lost) },
-			OnNewLeader: func(id string) {
-				if id != f.identity {
-					log.Info("another replica leads", "leader", id)
-				}
-			},
-		},
-	})
+	mgr, err := controller.New(cfg, opts)
 	if err != nil {
-		return fmt.Errorf("configuring leader election: %w", err)
+		return err
 	}
-	elector.Run(electionCtx)
-	<-lost
-	if ctx.Err() != nil {
-		return nil
+	log.Info("controller starting", "identity", f.identity, "leaderElection", f.leaderElect)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running the controller: %w", err)
 	}
-	return errors.New("lost the leader-election Lease; exiting so a fresh replica takes over")
-}
-
-// selfPod picks the controller's own pod by namespace and name.
-func selfPod(namespace, name string) func(*corev1.Pod) bool {
-	if namespace == "" || name == "" {
-		return nil
-	}
-	return func(p *corev1.Pod) bool { return p.Namespace == namespace && p.Name == name }
+	return nil
 }
 
 func readTemplate(v string) (string, error) {
@@ -232,23 +177,4 @@ func readTemplate(v string) (string, error) {
 		return "", fmt.Errorf("--webhook-template: %w", err)
 	}
 	return string(data), nil
-}
-
-// serveMetrics serves /metrics and /healthz until the returned stop is called.
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-bind-address %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("serving metrics", "err", err)
-		}
-	}()
-	log.Info("serving metrics", "address", ln.Addr().String())
-	return func() { _ = srv.Close() }, nil
 }

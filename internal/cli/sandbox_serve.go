@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/nodepool"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -101,6 +104,15 @@ func startCloudAndController(ctx context.Context, sb *sandbox.Sandbox, st *sandb
 	if err != nil {
 		return fmt.Errorf("building a client: %w", err)
 	}
+	// Serve every CRD the chart ships, as an installed chart would, so a
+	// NodePool applied to the sandbox is understood.
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building a client: %w", err)
+	}
+	if err := nodepool.Install(ctx, ext); err != nil {
+		return fmt.Errorf("installing the chart's CRDs: %w", err)
+	}
 	c := cloud.New(client, cfg, clock.RealClock{}, log.With("component", "cloud"))
 	go func() {
 		if err := c.Run(ctx); err != nil {
@@ -132,6 +144,9 @@ func startCloudAndController(ctx context.Context, sb *sandbox.Sandbox, st *sandb
 		renewDeadline:  10 * time.Second,
 		retryPeriod:    2 * time.Second,
 		metricsAddress: st.MetricsAddress,
+		healthAddress:  "0",
+		requestTimeout: 30 * time.Second,
+		maxInFlight:    50,
 		workers:        4,
 		identity:       "sandbox-controller",
 	}

@@ -61,6 +61,19 @@ func create(t *testing.T, dyn dynamic.Interface, name string, spec map[string]an
 	return err
 }
 
+// expression is a nodeSelector of one matchExpression.
+func expression(key, operator string, values ...string) map[string]any {
+	e := map[string]any{"key": key, "operator": operator}
+	if len(values) > 0 {
+		vs := make([]any, len(values))
+		for i, v := range values {
+			vs[i] = v
+		}
+		e["values"] = vs
+	}
+	return map[string]any{"nodeSelector": map[string]any{"matchExpressions": []any{e}}}
+}
+
 func selector(value string) map[string]any {
 	return map[string]any{"matchLabels": map[string]any{"sluice.dev/test-pool": value}}
 }
@@ -188,6 +201,14 @@ func TestAPIServerRefusesInvalidPools(t *testing.T) {
 			`spec.maintenance.onDeadline: Unsupported value: "Ignore": supported values: "Delete", "Stop"`},
 		{"provider not in the enum", map[string]any{"nodeSelector": selector("x"), "provider": "aws"},
 			`spec.provider: Unsupported value: "aws": supported values: "kwok", "none"`},
+		{"operator in lower case", expression("agentpool", "in", "spot"),
+			`nodeSelector.matchExpressions[].operator must be one of In, NotIn, Exists, DoesNotExist (spelled so, capitalized)`},
+		{"In without values", expression("agentpool", "In"),
+			`nodeSelector.matchExpressions[]: In and NotIn need at least one value; Exists and DoesNotExist take none`},
+		{"Exists with values", expression("agentpool", "Exists", "spot"),
+			`nodeSelector.matchExpressions[]: In and NotIn need at least one value; Exists and DoesNotExist take none`},
+		{"forceEvict not in the enum", withMaintenance(map[string]any{"forceEvict": "Sometimes"}),
+			`spec.maintenance.forceEvict: Unsupported value: "Sometimes": supported values: "WhenNodeGoesAway", "Always", "Never"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,6 +236,11 @@ func TestAPIServerAcceptsTheLimits(t *testing.T) {
 		spec map[string]any
 	}{
 		{"deadlineMargin 0s", withMaintenance(map[string]any{"deadlineMargin": "0s"})},
+		{"NotIn and DoesNotExist", map[string]any{"nodeSelector": map[string]any{"matchExpressions": []any{
+			map[string]any{"key": "agentpool", "operator": "NotIn", "values": []any{"system"}},
+			map[string]any{"key": "kubernetes.azure.com/scalesetpriority", "operator": "DoesNotExist"},
+		}}}},
+		{"forceEvict Never", withMaintenance(map[string]any{"forceEvict": "Never"})},
 		{"deadlineMargin 10m", withMaintenance(map[string]any{"deadlineMargin": "10m"})},
 		{"deadlineMargin 1m30s", withMaintenance(map[string]any{"deadlineMargin": "1m30s"})},
 		{"Freeze: Drain", withMaintenance(map[string]any{"actions": map[string]any{"Freeze": "Drain"}})},

@@ -117,10 +117,31 @@ func TestPodsCanTakeTimeToStart(t *testing.T) {
 	t.Parallel()
 	env := sandboxtest.New(t)
 	node := env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("slow"), 1))[0].Name
-	env.Create(t, fixture.Pod(env.Namespace, "slow", fixture.OnNode(node), fixture.StartsAfter(3)))
+	env.Create(t, fixture.Pod(env.Namespace, "slow", fixture.OnNode(node), fixture.StartsAfter(4)))
 	start := time.Now()
+	// As a kubelet reports it: Running with its container started, not Ready
+	// until the readiness probe passes.
+	env.WaitFor(t, 10*time.Second, "the pod Running and not Ready", func(ctx context.Context) (bool, error) {
+		p, err := env.Client.CoreV1().Pods(env.Namespace).Get(ctx, "slow", metav1.GetOptions{})
+		if err != nil || p.Status.Phase != corev1.PodRunning {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				t.Fatalf("Ready %s after creation: want Running and not Ready first", time.Since(start))
+			}
+		}
+		cs := p.Status.ContainerStatuses
+		if len(cs) != 1 || cs[0].Ready || cs[0].Started == nil || !*cs[0].Started || cs[0].State.Running == nil || p.Status.PodIP == "" {
+			t.Fatalf("starting pod: want an IP and one started, running, unready container; got podIP=%q %+v", p.Status.PodIP, cs)
+		}
+		return true, nil
+	})
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Running after %s; want at once", took)
+	}
 	env.WaitForPods(t, "app=slow", 1)
-	if took := time.Since(start); took < 2*time.Second || took > 8*time.Second {
-		t.Errorf("pod with ready-after-seconds 3 was Ready after %s", took)
+	if took := time.Since(start); took < 3*time.Second || took > 10*time.Second {
+		t.Errorf("pod with ready-after-seconds 4 was Ready after %s", took)
 	}
 }

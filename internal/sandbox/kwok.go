@@ -8,8 +8,10 @@ const (
 	// this many seconds later (or when the grace period ends, if sooner),
 	// instead of using the whole terminationGracePeriodSeconds.
 	AnnotationExitAfterSeconds = "sandbox.sluice.dev/exit-after-seconds"
-	// AnnotationReadyAfterSeconds on a pod: it becomes Running and Ready this
-	// many seconds after it is bound to a node, instead of at once.
+	// AnnotationReadyAfterSeconds on a pod: like a pod whose readiness probe
+	// passes only after a while, it is Running with Ready=False (its
+	// containers started) as soon as it is bound to a node, and Ready this
+	// many seconds later, instead of Running and Ready at once.
 	AnnotationReadyAfterSeconds = "sandbox.sluice.dev/ready-after-seconds"
 	// AnnotationCompleteAfterSeconds on a pod: it succeeds this many seconds
 	// after it starts running.

@@ -164,7 +164,7 @@ func (d *diagnosis) budgets() {
 		if msg, dead := drain.BudgetDeadlock(pdb, &selected[0]); dead {
 			d.add(Finding{SeverityError, string(drain.ReasonPDBDeadlock), obj, "", msg, ""})
 		} else if pdb.Status.DisruptionsAllowed == 0 && pdb.Status.ObservedGeneration == pdb.Generation {
-			reason, msg := drain.DiagnoseBudget(pdb, selected)
+			reason, msg := drain.DiagnoseBudget(pdb, selected, d.in.Now)
 			sev := SeverityWarning
 			if reason == drain.ReasonPDBDeadlock {
 				sev = SeverityError

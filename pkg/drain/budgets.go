@@ -1,6 +1,8 @@
 package drain
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 )
@@ -22,8 +24,9 @@ func BudgetDeadlock(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) (message
 }
 
 // DiagnoseBudget explains a budget that allows no disruption right now, from
-// the pods it selects: PDBDeadlock when waiting will not help (replacements
-// unschedulable, unready pods under IfHealthyBudget), PDBBlocked otherwise.
-func DiagnoseBudget(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod) (Reason, string) {
-	return diagnoseBlocked(pdb, selected)
+// the pods it selects, as of now: PDBDeadlock when waiting will not help
+// (replacements unschedulable, pods stuck not Ready under IfHealthyBudget),
+// PDBBlocked otherwise (pods still starting included).
+func DiagnoseBudget(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod, now time.Time) (Reason, string) {
+	return diagnoseBlocked(pdb, selected, now)
 }

@@ -19,10 +19,9 @@ import (
 const (
 	// AnnotationDrain holds the claim of the drain in progress (JSON).
 	AnnotationDrain = "sluice.dev/drain"
-	// AnnotationCordonedBy records that sluice cordoned the node; sluice only
-	// ever uncordons nodes that carry it.
+	// AnnotationCordonedBy records who in sluice cordoned the node (OwnerCLI,
+	// MaintenanceOwner); sluice only ever uncordons nodes whose owner it is.
 	AnnotationCordonedBy = "sluice.dev/cordoned-by"
-	cordonedBySluice     = "sluice"
 )
 
 // claimTTL is how long a claim stays live without renewal; claimRenew is how
@@ -62,14 +61,14 @@ func heldByOther(node *corev1.Node, id string, now time.Time) (claim, bool) {
 
 // claimAndCordon claims the node and cordons it in one conditional patch, so
 // two drains racing for a node cannot both win.
-func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *corev1.Node, c claim) error {
+func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *corev1.Node, c claim, owner string) error {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("encoding claim: %w", err)
 	}
 	annotations := map[string]any{AnnotationDrain: string(data)}
 	if !node.Spec.Unschedulable {
-		annotations[AnnotationCordonedBy] = cordonedBySluice
+		annotations[AnnotationCordonedBy] = owner
 	}
 	patch := map[string]any{
 		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": annotations},

@@ -175,8 +175,12 @@ func (d *Drainer) newRun(ctx context.Context, start time.Time) (*run, error) {
 		_, err := d.client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		return err
 	})}
+	if sh := d.opts.Shared; sh != nil {
+		r.ledger, r.inFlight, r.pdbs = sh.ledger, sh.inFlight, sh.pdbs
+		return r, nil
+	}
 	// One watch of every PodDisruptionBudget feeds both the matching of pods to
-	// budgets and the shared ledger.
+	// budgets and the ledger of this call's nodes.
 	factory := informers.NewSharedInformerFactory(d.client, 0)
 	inf := factory.Policy().V1().PodDisruptionBudgets()
 	observe := func(obj any) {
@@ -228,19 +232,32 @@ func (r *run) diagnose(ctx context.Context, pdb *policyv1.PodDisruptionBudget) (
 	if err != nil {
 		return ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s has an invalid selector: %v", pdb.Name, err)
 	}
-	list, err := r.client.CoreV1().Pods(pdb.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	selected, err := r.podsSelected(ctx, pdb.Namespace, sel)
 	var reason Reason
 	var message string
 	if err != nil {
 		reason, message = ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d",
 			pdb.Name, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy)
 	} else {
-		reason, message = diagnoseBlocked(pdb, list.Items)
+		reason, message = diagnoseBlocked(pdb, selected, now)
 	}
 	r.diagMu.Lock()
 	r.diags[key] = diagnosis{at: now, reason: reason, message: message}
 	r.diagMu.Unlock()
 	return reason, message
+}
+
+// podsSelected lists the pods of a namespace a budget selects: from the shared
+// pod watch when there is one, else with one request.
+func (r *run) podsSelected(ctx context.Context, namespace string, sel labels.Selector) ([]corev1.Pod, error) {
+	if r.opts.Shared != nil {
+		return r.opts.Shared.podsSelected(namespace, sel)
+	}
+	list, err := r.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
 }
 
 func unique(names []string) []string {

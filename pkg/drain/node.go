@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -32,7 +31,7 @@ type nodeDrain struct {
 	node  *corev1.Node
 	start time.Time
 
-	pods corelisters.PodLister // the node's pods, as watched
+	pods podSource // the node's pods, as watched
 
 	mu     sync.Mutex
 	states []*podState
@@ -153,22 +152,30 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	defer releaseCancel()
 	releaseErr := rewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nil)
 
-	outcome, msg := NodeDrained, ""
-	if left := nd.remaining(); left > 0 {
-		outcome, msg = NodeBlocked, fmt.Sprintf("%d pod(s) did not leave; the node stays cordoned", left)
-		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", msg)
+	rep := nd.report(NodeDrained, "", true)
+	// Every pod that did not leave is named with its reason, in the report,
+	// the Event and so in the logs of whoever ran the drain.
+	if left := rep.Left(); len(left) > 0 {
+		rep.Outcome = NodeBlocked
+		rep.Message = fmt.Sprintf("%d pod(s) did not leave; the node stays cordoned: %s", len(left), Summary(left, 5))
+		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", rep.Message)
 	} else {
 		nd.hooks.Recorder.Eventf(node, corev1.EventTypeNormal, "DrainCompleted", "sluice: drained in %s", nd.clock.Since(nd.start).Round(100*time.Millisecond))
 	}
 	if releaseErr != nil {
-		msg = joinMessage(msg, "releasing the drain claim: "+releaseErr.Error())
+		rep.Message = joinMessage(rep.Message, "releasing the drain claim: "+releaseErr.Error())
 	}
-	return nd.report(outcome, msg, true)
+	return rep
 }
 
 // watchPods starts a watch of the node's pods and returns those the drain
 // covers. Deletions seen on the watch mark pods gone; nothing polls.
 func (nd *nodeDrain) watchPods(ctx context.Context) ([]*corev1.Pod, error) {
+	if sh := nd.opts.Shared; sh != nil {
+		context.AfterFunc(ctx, sh.follow(nd))
+		nd.pods = sharedPods{s: sh, node: nd.name}
+		return nd.sortedPods()
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(nd.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nd.name).String()
 	}))
@@ -182,7 +189,11 @@ func (nd *nodeDrain) watchPods(ctx context.Context) ([]*corev1.Pod, error) {
 			return nil, fmt.Errorf("listing pods on %s: %w", nd.name, context.Cause(ctx))
 		}
 	}
-	nd.pods = inf.Lister()
+	nd.pods = listerPods{lister: inf.Lister()}
+	return nd.sortedPods()
+}
+
+func (nd *nodeDrain) sortedPods() ([]*corev1.Pod, error) {
 	all, err := nd.listPods()
 	if err != nil {
 		return nil, fmt.Errorf("listing pods on %s: %w", nd.name, err)
@@ -194,7 +205,7 @@ func (nd *nodeDrain) watchPods(ctx context.Context) ([]*corev1.Pod, error) {
 // listPods lists the node's pods this drain is about: those PodSelector and
 // PodFilter both pick.
 func (nd *nodeDrain) listPods() ([]*corev1.Pod, error) {
-	pods, err := nd.pods.List(nd.opts.PodSelector)
+	pods, err := nd.pods.list(nd.opts.PodSelector)
 	if err != nil || nd.opts.PodFilter == nil {
 		return pods, err
 	}
@@ -250,7 +261,7 @@ func (nd *nodeDrain) classifyAll(ctx context.Context, pods []*corev1.Pod) {
 	// A deletion the watch delivered before the pod had a state was dropped;
 	// catch it from the watched list.
 	for _, st := range nd.states {
-		if p, err := nd.pods.Pods(st.pod.Namespace).Get(st.pod.Name); err != nil || p.UID != st.pod.UID {
+		if p, err := nd.pods.get(st.pod.Namespace, st.pod.Name); err != nil || p.UID != st.pod.UID {
 			st.markGone(nd.clock.Now())
 		}
 	}
@@ -297,7 +308,7 @@ func (nd *nodeDrain) claimAndCordon(ctx context.Context) error {
 		c.Deadline = &dl
 	}
 	for attempt := 0; ; attempt++ {
-		err := claimAndCordon(ctx, nd.client, nd.node, c)
+		err := claimAndCordon(ctx, nd.client, nd.node, c, nd.opts.CordonOwner)
 		if err == nil {
 			nd.claim = c
 			return nil
@@ -442,16 +453,6 @@ func (nd *nodeDrain) cancelWhenStuck(ctx context.Context, cancel context.CancelF
 			return
 		}
 	}
-}
-
-func (nd *nodeDrain) remaining() int {
-	n := 0
-	for _, st := range nd.states {
-		if st.class.verdict != skip && !st.isGone() {
-			n++
-		}
-	}
-	return n
 }
 
 // report builds the node's report from its pods' states.

@@ -61,6 +61,15 @@ type Options struct {
 	MaxInFlight int
 	// Holder names this drain on the node's claim annotation (a host, a pod).
 	Holder string
+	// Shared, when set, gives the drain a view of pods and budgets, a budget
+	// ledger and an eviction limit it shares with every other drain given the
+	// same Shared (MaxInFlight is then the Shared's); nil: the drain watches
+	// for itself.
+	Shared *Shared
+	// CordonOwner is recorded on a node this drain cordons
+	// (AnnotationCordonedBy), so that only the same owner uncordons it;
+	// default OwnerCLI.
+	CordonOwner string
 	// Last picks pods to evict after every other pod, DaemonSet pods
 	// included: the drainer's own pod when it runs on the node it drains, so
 	// it sees the drain through before it goes.
@@ -107,6 +116,9 @@ func (o *Options) Validate(now time.Time) error {
 	}
 	if o.Holder == "" {
 		o.Holder = "sluice"
+	}
+	if o.CordonOwner == "" {
+		o.CordonOwner = OwnerCLI
 	}
 	return errors.Join(errs...)
 }

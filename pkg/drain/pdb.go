@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -74,11 +75,14 @@ func staticDeadlock(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) (classif
 		pdb.Name, rule, st.DesiredHealthy, st.ExpectedPods, fix)}, true
 }
 
-// diagnoseBlocked explains a budget at zero from the pods it selects: a
-// replacement the scheduler cannot place, or pods that run but are not Ready
-// while the budget only lets unhealthy pods go when it is healthy, will not
-// recover by waiting. Anything else is a budget that is recovering.
-func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod) (Reason, string) {
+// diagnoseBlocked explains a budget at zero from the pods it selects. It is a
+// deadlock only when waiting cannot help: a replacement the scheduler cannot
+// place, or, while the budget lets unhealthy pods go only when it is healthy,
+// pods that run but have stayed not Ready for longer than their probes allow
+// a start to take (or crash-loop). Pods still starting (Pending, or Running
+// and not yet Ready within that window) are a rollout in progress: the budget
+// recovers when they are Ready, as kubectl drain would wait for.
+func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod, now time.Time) (Reason, string) {
 	st := pdb.Status
 	need := fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d", pdb.Name, st.DesiredHealthy, st.CurrentHealthy)
 	var unschedulable, notReady, starting []string
@@ -97,7 +101,11 @@ func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod) (
 				starting = append(starting, p.Name)
 			}
 		case p.Status.Phase == corev1.PodRunning && !podReady(p):
-			notReady = append(notReady, p.Name)
+			if left, ok := startingFor(p, now); ok {
+				starting = append(starting, fmt.Sprintf("%s (Running, not Ready yet; its probes allow %s more)", p.Name, left.Round(time.Second)))
+			} else {
+				notReady = append(notReady, p.Name)
+			}
 		case p.Status.Phase == corev1.PodPending:
 			starting = append(starting, p.Name)
 		}
@@ -110,13 +118,66 @@ func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod) (
 	case len(unschedulable) > 0:
 		return ReasonPDBDeadlock, fmt.Sprintf("%s; replacement %s cannot be scheduled (%s): add capacity or relax its constraints",
 			need, strings.Join(unschedulable, ", "), schedulerSays)
+	case len(starting) > 0:
+		return ReasonPDBBlocked, fmt.Sprintf("%s; waiting for %s to become Ready", need, strings.Join(starting, ", "))
 	case len(notReady) > 0 && policy == policyv1.IfHealthyBudget:
 		return ReasonPDBDeadlock, fmt.Sprintf("%s; %s %s Running but not Ready and the budget's unhealthyPodEvictionPolicy is IfHealthyBudget: "+
 			"fix their readiness, or set unhealthyPodEvictionPolicy: AlwaysAllow", need, strings.Join(notReady, ", "), isAre(len(notReady)))
-	case len(starting) > 0:
-		return ReasonPDBBlocked, fmt.Sprintf("%s; waiting for %s to become Ready", need, strings.Join(starting, ", "))
 	}
 	return ReasonPDBBlocked, need + "; waiting for the budget to recover"
+}
+
+// minStartAllowance is the least time a Running pod is given to become Ready
+// before a drain calls it stuck, for pods whose probes say less (or have none).
+const minStartAllowance = time.Minute
+
+// startingFor reports whether a Running pod that is not Ready may still become
+// Ready by itself, and how long its probes still allow: its readiness has not
+// been false for longer than its startup and readiness probes take to give up,
+// and no container is crash-looping.
+func startingFor(p *corev1.Pod, now time.Time) (time.Duration, bool) {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff" {
+			return 0, false
+		}
+	}
+	var since time.Time
+	if p.Status.StartTime != nil {
+		since = p.Status.StartTime.Time
+	}
+	if c := podCondition(p, corev1.PodReady); c != nil && !c.LastTransitionTime.IsZero() {
+		since = c.LastTransitionTime.Time
+	}
+	if since.IsZero() {
+		return minStartAllowance, true // no status to judge by yet: it has only just started
+	}
+	left := startAllowance(p) - now.Sub(since)
+	return left, left > 0
+}
+
+// startAllowance is how long the kubelet itself would take to give up on the
+// pod starting: the longest container's startup probe window plus its
+// readiness probe window, with the kubelet's probe defaults.
+func startAllowance(p *corev1.Pod) time.Duration {
+	allowance := minStartAllowance
+	for _, c := range p.Spec.Containers {
+		allowance = max(allowance, probeWindow(c.StartupProbe)+probeWindow(c.ReadinessProbe))
+	}
+	return allowance
+}
+
+func probeWindow(pr *corev1.Probe) time.Duration {
+	if pr == nil {
+		return 0
+	}
+	period, failures := pr.PeriodSeconds, pr.FailureThreshold
+	if period <= 0 {
+		period = 10
+	}
+	if failures <= 0 {
+		failures = 3
+	}
+	return time.Duration(pr.InitialDelaySeconds+period*failures) * time.Second
 }
 
 // workloadOf names the pod's owning workload the way a person scales it.

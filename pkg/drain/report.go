@@ -1,6 +1,10 @@
 package drain
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Reason is a stable, machine-readable code for why a pod did what it did.
 type Reason string
@@ -127,4 +131,40 @@ func (r *Report) Failed() bool {
 		}
 	}
 	return false
+}
+
+// Left returns the pods that had to leave and had not when the drain ended,
+// each with the reason and message that say why (a budget, a deadline that
+// came while the pod was still terminating, an API error).
+func (n *NodeReport) Left() []PodReport {
+	var out []PodReport
+	for _, p := range n.Pods {
+		switch p.Outcome {
+		case PodSkipped, PodWouldEvict, PodWouldSkip, PodWouldWait, PodWouldBlock:
+			continue
+		}
+		if p.GoneAfterSeconds != nil || (p.Outcome == PodDeleted || p.Outcome == PodEvicted) && p.Reason != ReasonTimeout {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Summary says in one line which pods did not leave and why, at most limit of
+// them (then "and N more").
+func Summary(left []PodReport, limit int) string {
+	parts := make([]string, 0, min(len(left), limit)+1)
+	for i, p := range left {
+		if i == limit {
+			parts = append(parts, fmt.Sprintf("and %d more", len(left)-limit))
+			break
+		}
+		reason := string(p.Reason)
+		if reason == "" {
+			reason = string(p.Outcome)
+		}
+		parts = append(parts, fmt.Sprintf("%s/%s %s (%s)", p.Namespace, p.Name, reason, p.Message))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -28,9 +28,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluice-dev/sluice/internal/agent"
+	"github.com/sluice-dev/sluice/internal/controller"
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
-	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -62,7 +63,7 @@ func BenchmarkMaintenanceReaction(b *testing.B) {
 		for _, n := range fixture.AKSPool("maint", nodes).Nodes() {
 			targets = append(targets, h.addNode(b, sb, n, true))
 		}
-		h.startController()
+		h.startController(b, sb)
 		waitUntil(b, time.Minute, "every agent's first report", func() bool {
 			return !slices.ContainsFunc(targets, func(t *target) bool { return !h.marks.hasReport(t.node) })
 		})
@@ -172,18 +173,20 @@ func (h *harness) addNode(b *testing.B, sb *sandbox.Sandbox, n *corev1.Node, wit
 	return t
 }
 
-// startController runs a maintenance controller with the chart's default
-// worker count and the default policies (a Redeploy is cordoned and drained).
-func (h *harness) startController() {
-	clk := clock.RealClock{}
-	c := mcontroller.NewController(h.client, clk, mcontroller.Options{
-		Identity: "bench",
-		Policies: mcontroller.Defaults{},
-		Recorder: kube.NewRecorder(h.client, clk, "controller"),
-		Log:      slog.New(slog.DiscardHandler),
+// startController runs the controller as `sluice controller` does (the
+// chart's default worker count, the default policies: a Redeploy is cordoned
+// and drained), without leader election.
+func (h *harness) startController(b *testing.B, sb *sandbox.Sandbox) {
+	b.Helper()
+	mgr, err := controller.New(sb.RESTConfig(), controller.Options{
+		Identity: "bench", Workers: 4, RequestTimeout: 30 * time.Second, MetricsAddress: "0", HealthAddress: "0",
+		Registry: prometheus.NewRegistry(), SeveralManagers: true,
 	})
+	if err != nil {
+		b.Fatal(err)
+	}
 	h.wg.Add(1)
-	go func() { defer h.wg.Done(); _ = c.Run(h.ctx, 4) }()
+	go func() { defer h.wg.Done(); _ = mgr.Start(h.ctx) }()
 }
 
 // sums adds up the in-process agents' API requests and the metadata requests

@@ -5,21 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sluice-dev/sluice/internal/termination"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
+
+// FieldManager names sluice's writes to the API server.
+const FieldManager = "sluice"
 
 // Options configure the controller.
 type Options struct {
@@ -36,37 +46,26 @@ type Options struct {
 	Webhook *Webhook
 	// Metrics, when set, are updated.
 	Metrics *Metrics
-	// Resync re-examines every node with maintenance state this often.
-	Resync time.Duration
 	// BlockedRetry is how long to wait before draining a blocked node again.
 	BlockedRetry time.Duration
 	Log          *slog.Logger
 }
 
-// Controller acts on the maintenance events written onto nodes.
+// Controller acts on the maintenance events written onto nodes. It reads
+// nodes and pods from the manager's shared cache, writes nodes with
+// optimistic-locked merge patches as field manager sluice, and hands every
+// drain to the termination queue.
 type Controller struct {
-	client   kubernetes.Interface
+	kube     client.Client // reads from the shared cache
+	live     client.Reader // reads from the API server, after a write conflict only
 	clock    clock.WithTicker
+	queue    *termination.Queue
 	opts     Options
 	recorder record.EventRecorder
-	queue    workqueue.TypedRateLimitingInterface[string]
-
-	mu     sync.Mutex
-	drains map[string]*running // by node
-	wg     sync.WaitGroup
 }
 
-// running is a drain in progress for one node's event.
-type running struct {
-	event  string
-	cancel context.CancelFunc
-}
-
-// NewController returns a controller; Run starts it.
-func NewController(client kubernetes.Interface, clk clock.WithTicker, opts Options) *Controller {
-	if opts.Resync <= 0 {
-		opts.Resync = 30 * time.Second
-	}
+// NewController returns a controller; SetupWithManager registers it.
+func NewController(kube client.Client, live client.Reader, clk clock.WithTicker, queue *termination.Queue, opts Options) *Controller {
 	if opts.BlockedRetry <= 0 {
 		opts.BlockedRetry = 15 * time.Second
 	}
@@ -76,125 +75,137 @@ func NewController(client kubernetes.Interface, clk clock.WithTicker, opts Optio
 	if opts.Recorder == nil {
 		opts.Recorder = &record.FakeRecorder{}
 	}
-	return &Controller{
-		client:   client,
-		clock:    clk,
-		opts:     opts,
-		recorder: teeRecorder{EventRecorder: opts.Recorder, webhook: opts.Webhook},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "maintenance", Clock: clk}),
-		drains: map[string]*running{},
+	if opts.Policies == nil {
+		opts.Policies = Defaults{}
 	}
+	return &Controller{kube: kube, live: live, clock: clk, queue: queue, opts: opts,
+		recorder: teeRecorder{EventRecorder: opts.Recorder, webhook: opts.Webhook}}
 }
 
-// Run watches nodes and reconciles those with maintenance events until ctx
-// ends. On the way out it stops its drains, which release their claims, so a
-// successor can take over at once.
-func (c *Controller) Run(ctx context.Context, workers int) error {
-	factory := informers.NewSharedInformerFactory(c.client, c.opts.Resync)
-	informer := factory.Core().V1().Nodes().Informer()
-	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if n, ok := obj.(*corev1.Node); ok {
-				c.stopDrain(n.Name)
-			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("watching nodes: %w", err)
+// SetupWithManager watches nodes, and NodePools when the cluster serves them,
+// reconciling up to workers nodes at once. Only nodes that carry a
+// maintenance report or the controller's record are queued, and only when
+// something the controller reads of them changed: there is no periodic
+// resync, so an idle cluster costs nothing and a new event never waits
+// behind a round of unchanged nodes.
+func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int, watchPools bool) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("maintenance").
+		For(&corev1.Node{}, builder.WithPredicates(nodeChanges())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)})
+	if watchPools {
+		b = b.Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodesWithMaintenance))
 	}
 	if c.opts.Webhook != nil {
-		go c.opts.Webhook.Run(ctx)
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { c.opts.Webhook.Run(ctx); return nil })); err != nil {
+			return fmt.Errorf("adding the webhook: %w", err)
+		}
 	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		return fmt.Errorf("watching nodes: %w", context.Cause(ctx))
-	}
-	c.opts.Log.Info("maintenance controller started", "identity", c.opts.Identity)
-	var wg sync.WaitGroup
-	for range max(workers, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c.processNext(ctx) {
+	return b.Complete(c)
+}
+
+// nodeChanges lets through the node changes the controller acts on: its
+// maintenance annotations, labels (which pick the NodePool), the cordon and
+// readiness. A node's other status updates (heartbeats, images) do not
+// queue it.
+func nodeChanges() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return hasMaintenance(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, okOld := e.ObjectOld.(*corev1.Node)
+			cur, okNew := e.ObjectNew.(*corev1.Node)
+			if !okOld || !okNew || !hasMaintenance(cur) && !hasMaintenance(old) {
+				return false
 			}
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
-	factory.Shutdown()
-	c.mu.Lock()
-	for _, r := range c.drains {
-		r.cancel()
-	}
-	c.mu.Unlock()
-	c.wg.Wait()
-	c.opts.Log.Info("maintenance controller stopped")
-	return nil
-}
-
-// enqueue queues nodes that carry a report or the controller's state.
-func (c *Controller) enqueue(obj any) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return
-	}
-	_, hasReport := n.Annotations[maintenance.AnnotationEvents]
-	_, hasState := n.Annotations[maintenance.AnnotationState]
-	if hasReport || hasState {
-		c.queue.Add(n.Name)
+			for _, key := range watchedAnnotations {
+				if old.Annotations[key] != cur.Annotations[key] {
+					return true
+				}
+			}
+			return !equalLabels(old.Labels, cur.Labels) || old.Spec.Unschedulable != cur.Spec.Unschedulable || ready(old) != ready(cur)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(e event.GenericEvent) bool { return hasMaintenance(e.Object) },
 	}
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	name, quit := c.queue.Get()
-	if quit {
+var watchedAnnotations = []string{maintenance.AnnotationEvents, maintenance.AnnotationState, maintenance.AnnotationApproved, maintenance.AnnotationApprove}
+
+func hasMaintenance(obj client.Object) bool {
+	a := obj.GetAnnotations()
+	_, report := a[maintenance.AnnotationEvents]
+	_, st := a[maintenance.AnnotationState]
+	return report || st
+}
+
+func equalLabels(a, b map[string]string) bool {
+	if len(a) != len(b) {
 		return false
 	}
-	defer c.queue.Done(name)
-	after, err := c.Reconcile(ctx, name)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		c.opts.Log.Error("reconciling node", "node", name, "err", err)
-		c.queue.AddRateLimited(name)
-	case after > 0:
-		c.queue.Forget(name)
-		c.queue.AddAfter(name, after)
-	default:
-		c.queue.Forget(name)
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
 	}
 	return true
 }
 
-// update applies change to a fresh copy of the node and writes it back,
-// retrying on conflicts.
-func (c *Controller) update(ctx context.Context, name string, change func(*corev1.Node) error) (*corev1.Node, error) {
-	for attempt := 0; ; attempt++ {
-		node, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("reading node %s: %w", name, err)
-		}
-		node = node.DeepCopy()
-		if node.Annotations == nil {
-			node.Annotations = map[string]string{}
-		}
-		if err := change(node); err != nil {
-			return nil, err
-		}
-		updated, err := c.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
-		if err == nil {
-			return updated, nil
-		}
-		if !apierrors.IsConflict(err) || attempt == 5 {
-			return nil, fmt.Errorf("updating node %s: %w", name, err)
+// nodesWithMaintenance maps a NodePool change to the nodes whose policy it
+// may change: those with maintenance in progress.
+func (c *Controller) nodesWithMaintenance(ctx context.Context, _ client.Object) []reconcile.Request {
+	var nodes corev1.NodeList
+	if err := c.kube.List(ctx, &nodes); err != nil {
+		c.opts.Log.Error("listing nodes from the cache", "err", err)
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range nodes.Items {
+		if hasMaintenance(&nodes.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: nodes.Items[i].Name}})
 		}
 	}
+	return out
+}
+
+// Reconcile brings one node in line with its maintenance events.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	after, err := c.reconcileNode(ctx, req.Name)
+	if errors.Is(err, termination.ErrNotStarted) {
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	return reconcile.Result{RequeueAfter: after}, err
+}
+
+// update applies change to the node and writes the difference back as a
+// merge patch conditional on the node's resourceVersion, retrying on
+// conflicts. The first read is the cache's; after a conflict it reads the API
+// server, because the cache has not seen the write that beat us yet.
+func (c *Controller) update(ctx context.Context, name string, change func(*corev1.Node) error) (*corev1.Node, error) {
+	var reader client.Reader = c.kube
+	var node *corev1.Node
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur := &corev1.Node{}
+		if err := reader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
+			return fmt.Errorf("reading node %s: %w", name, err)
+		}
+		reader = c.live
+		orig := cur.DeepCopy()
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		if err := change(cur); err != nil {
+			return err
+		}
+		if err := c.kube.Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager)); err != nil {
+			return err
+		}
+		node = cur
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStale) && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("updating node %s: %w", name, err)
+	}
+	return node, err
 }
 
 // errStale ends an update whose record was replaced meanwhile.

@@ -3,25 +3,35 @@ package maintenance
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
-// startDrain drains the node for the recorded event in the background, with
-// the event's deadline; the outcome is written back onto the record.
-func (c *Controller) startDrain(ctx context.Context, name string, st state, policy Policy) error {
+// drainKey tells one drain request for a node from another: a new event, or
+// the same event with a moved deadline, is new work.
+func drainKey(st state) string {
+	if st.Deadline == nil {
+		return st.Event
+	}
+	return st.Event + "@" + st.Deadline.UTC().Format(time.RFC3339)
+}
+
+// startDrain hands the node to the termination queue, to be drained for the
+// recorded event by its deadline; the outcome is written back onto the record.
+func (c *Controller) startDrain(node *corev1.Node, st state, policy Policy) error {
+	name := node.Name
+	force := policy.ForceEvict(st.Type)
 	opts := drain.Options{
-		IgnoreDaemonSets: true,
-		// The machine is going (or its disks are): pods with local data or
-		// no controller lose nothing more by leaving than by staying.
-		DeleteEmptyDirData: true,
-		Force:              true,
+		IgnoreDaemonSets:   true,
+		DeleteEmptyDirData: force,
+		Force:              force,
 		OnDeadline:         policy.OnDeadline(),
-		Holder:             c.opts.Identity,
 		Last:               c.opts.Self,
+		CordonOwner:        drain.MaintenanceOwner(st.Event),
 	}
 	if st.OptIn {
 		opts.PodFilter = optedIn
@@ -35,59 +45,51 @@ func (c *Controller) startDrain(ctx context.Context, name string, st state, poli
 			opts.Deadline = minimum
 		}
 	}
-	d, err := drain.New(c.client, c.clock, opts, drain.Hooks{Recorder: c.recorder})
+	req := termination.Request{Node: name, Pool: policy.Pool, Reason: termination.ReasonMaintenance, Key: drainKey(st), Involuntary: true, Options: opts,
+		Done: func(report *drain.Report, err error) { c.drainEnded(name, st, report, err) }}
+	admission, err := c.queue.Submit(req)
 	if err != nil {
-		return fmt.Errorf("configuring the drain of %s: %w", name, err)
+		return err
 	}
-	dctx, cancel := context.WithCancel(ctx)
-	c.mu.Lock()
-	c.drains[name] = &running{event: st.Event, cancel: cancel}
-	c.mu.Unlock()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer cancel()
-		report, err := d.Drain(dctx, []string{name})
-		if dctx.Err() != nil {
-			c.count(st, "Canceled")
-			return // stopped (and forgotten) by stopDrain: the event ended or was superseded
+	if admission == termination.Started {
+		forcing := "pods without a controller and pods with emptyDir data are left in place and reported (NodePool spec.maintenance.forceEvict)"
+		if force {
+			forcing = "pods without a controller and pods with emptyDir data are evicted too, as the machine takes them anyway (NodePool spec.maintenance.forceEvict)"
 		}
-		// The outcome is on the node before the drain stops counting as
-		// running, so no reconcile in between can mistake it for one that
-		// died with a previous controller and start it again.
-		c.drainEnded(ctx, name, st, report, err)
-		c.mu.Lock()
-		if r := c.drains[name]; r != nil && r.event == st.Event {
-			delete(c.drains, name)
-		}
-		c.mu.Unlock()
-		c.queue.Add(name)
-	}()
-	c.opts.Log.Info("draining for maintenance", "node", name, "id", st.Event, "type", st.Type, "deadline", opts.Deadline, "optIn", st.OptIn)
+		c.recorder.Eventf(node, corev1.EventTypeNormal, "MaintenanceDrain",
+			"sluice: draining for %s event %s; %s", st.Type, st.Event, forcing)
+		c.opts.Log.Info("draining for maintenance", "node", name, "id", st.Event, "type", st.Type, "deadline", opts.Deadline, "optIn", st.OptIn, "force", force)
+	}
 	return nil
 }
 
 // minDrainWindow is the least time a drain is given.
 const minDrainWindow = 2 * time.Second
 
-func (c *Controller) drainEnded(ctx context.Context, name string, st state, report *drain.Report, err error) {
+// drainEnded records a drain's outcome on the node's record. Every pod that
+// did not leave is named with its reason in the log (the node's Event from
+// the drain engine names them too).
+func (c *Controller) drainEnded(name string, st state, report *drain.Report, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	outcome := drain.NodeFailed
 	msg := ""
+	var left []drain.PodReport
 	if err != nil {
 		msg = err.Error()
 	} else if len(report.Nodes) == 1 {
-		outcome, msg = report.Nodes[0].Outcome, report.Nodes[0].Message
+		outcome, msg, left = report.Nodes[0].Outcome, report.Nodes[0].Message, report.Nodes[0].Left()
 	}
 	c.count(st, string(outcome))
 	now := c.clock.Now()
-	var left float64
+	var timeLeft float64
 	if st.Deadline != nil {
-		left = st.Deadline.Sub(now).Seconds()
+		timeLeft = st.Deadline.Sub(now).Seconds()
 	}
 	if c.opts.Metrics != nil && report != nil {
 		c.opts.Metrics.DrainDuration.Observe(report.FinishedAt.Sub(report.StartedAt).Seconds())
 		if st.Deadline != nil {
-			c.opts.Metrics.TimeLeft.Observe(left)
+			c.opts.Metrics.TimeLeft.Observe(timeLeft)
 		}
 	}
 	phase := PhaseDrained
@@ -96,9 +98,10 @@ func (c *Controller) drainEnded(ctx context.Context, name string, st state, repo
 		phase = PhaseBlocked
 		t := now
 		blocked = &t
-		c.opts.Log.Error("maintenance drain did not finish", "node", name, "id", st.Event, "outcome", outcome, "message", msg, "blockers", blockers(report))
+		c.opts.Log.Error("maintenance drain did not finish", "node", name, "id", st.Event, "outcome", outcome, "message", msg,
+			"blockers", drain.Summary(left, 20))
 	} else {
-		c.opts.Log.Info("maintenance drain finished", "node", name, "id", st.Event, "secondsBeforeDeadline", left)
+		c.opts.Log.Info("maintenance drain finished", "node", name, "id", st.Event, "secondsBeforeDeadline", timeLeft)
 	}
 	if err := c.setPhase(ctx, name, st.Event, phase, blocked); err != nil && !errors.Is(err, errStale) {
 		c.opts.Log.Error("recording the drain's outcome", "node", name, "err", err)
@@ -111,34 +114,3 @@ func (c *Controller) count(st state, outcome string) {
 	}
 }
 
-// blockers summarizes the pods still on the node and why.
-func blockers(report *drain.Report) string {
-	if report == nil || len(report.Nodes) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, p := range report.Nodes[0].Pods {
-		if p.Outcome == drain.PodBlocked || p.Outcome == drain.PodFailed || p.Outcome == drain.PodNotEvicted {
-			parts = append(parts, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, p.Reason))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// draining reports whether a drain for the event runs on the node.
-func (c *Controller) draining(name, event string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.drains[name]
-	return r != nil && r.event == event
-}
-
-// stopDrain cancels the node's drain, if one runs.
-func (c *Controller) stopDrain(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r := c.drains[name]; r != nil {
-		r.cancel()
-		delete(c.drains, name)
-	}
-}

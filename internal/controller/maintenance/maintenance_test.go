@@ -37,6 +37,21 @@ func (s *scene) load(t *testing.T) {
 	s.env.WaitForPods(t, "", 7)
 }
 
+// loadReplicated is load without the pods a maintenance drain leaves by
+// default when the machine survives the event (no controller, emptyDir data).
+func (s *scene) loadReplicated(t *testing.T) {
+	t.Helper()
+	ns := s.env.Namespace
+	quick := []fixture.PodOption{s.onPool, fixture.GracePeriod(10), fixture.ExitsAfter(1)}
+	s.env.Create(t,
+		fixture.Deployment(ns, "web", 4, quick...),
+		fixture.PDB(ns, "web", "web", fixture.MaxUnavailable("1")),
+		fixture.Deployment(ns, "checkout", 1, quick...),
+		fixture.PDB(ns, "checkout", "checkout", fixture.MinAvailable("1")),
+	)
+	s.env.WaitForPods(t, "", 5)
+}
+
 // drainedBefore waits until no pod of the test is left on the node and
 // fails if that happened after the limit.
 func (s *scene) drainedBefore(t *testing.T, limit time.Time) {
@@ -128,7 +143,7 @@ func TestAzureFreezeAndRebootChangeNothingButOptInPods(t *testing.T) {
 
 func TestAzureRedeployDrainsApprovesAndUncordonsAfterwards(t *testing.T) {
 	s := newScene(t, maintenance.SourceAzure)
-	s.load(t)
+	s.loadReplicated(t)
 	s.addSpare(t)
 	startController(t, s.env)
 	vm := vmName(t, s)

@@ -3,13 +3,11 @@ package maintenance
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -73,45 +71,48 @@ func (p Policy) OnDeadline() drain.DeadlineAction {
 	return drain.OnDeadlineDelete
 }
 
-// Policies finds the policy for a node.
+// ForceEvict says whether a drain for an event of type t evicts pods without
+// a controller and pods with emptyDir data.
+func (p Policy) ForceEvict(t maintenance.Type) bool { return p.spec.ForceEvictFor(t) }
+
+// Policies finds the policy for a node. It always answers: a NodePool that
+// cannot be read or applied affects only the nodes it would have selected,
+// which get the defaults, and is reported on the pool itself (see
+// internal/controller/nodepool).
 type Policies interface {
-	PolicyFor(ctx context.Context, node *corev1.Node) (Policy, error)
+	PolicyFor(ctx context.Context, node *corev1.Node) Policy
 }
 
 // Defaults is the policy of a cluster with no NodePools.
 type Defaults struct{}
 
 // PolicyFor returns the defaults.
-func (Defaults) PolicyFor(context.Context, *corev1.Node) (Policy, error) { return PolicyOf(nil), nil }
+func (Defaults) PolicyFor(context.Context, *corev1.Node) Policy { return PolicyOf(nil) }
 
-// PoolPolicies reads NodePools from the cluster. A cluster without the
-// NodePool CRD gets the defaults, so sluice works with no configuration.
+// PoolPolicies reads NodePools from the shared cache.
 type PoolPolicies struct {
-	client dynamic.Interface
+	reader client.Reader
 	log    *slog.Logger
 }
 
-// NewPoolPolicies returns policies read through client.
-func NewPoolPolicies(client dynamic.Interface, log *slog.Logger) *PoolPolicies {
-	return &PoolPolicies{client: client, log: log}
+// NewPoolPolicies returns policies read through reader (the manager's cache).
+func NewPoolPolicies(reader client.Reader, log *slog.Logger) *PoolPolicies {
+	return &PoolPolicies{reader: reader, log: log}
 }
 
-// PolicyFor resolves the node's pool; two pools selecting one node is logged
-// and resolved to the oldest.
-func (p *PoolPolicies) PolicyFor(ctx context.Context, node *corev1.Node) (Policy, error) {
-	pools, err := nodepool.List(ctx, p.client)
-	if apierrors.IsNotFound(err) {
-		return PolicyOf(nil), nil
+// PolicyFor resolves the node's pool. Two pools selecting one node resolve
+// to the oldest, with a warning; a pool whose selector does not parse selects
+// nothing; a failure to read pools at all falls back to the defaults.
+func (p *PoolPolicies) PolicyFor(ctx context.Context, node *corev1.Node) Policy {
+	var list v1alpha1.NodePoolList
+	if err := p.reader.List(ctx, &list); err != nil {
+		p.log.Error("listing NodePools from the cache; using the default policy", "node", node.Name, "err", err)
+		return PolicyOf(nil)
 	}
-	if err != nil {
-		return Policy{}, fmt.Errorf("listing NodePools: %w", err)
-	}
-	pool, err := nodepool.For(node, pools)
+	pool, err := nodepool.For(node, list.Items)
 	var ambiguous *nodepool.AmbiguousError
 	if errors.As(err, &ambiguous) {
-		p.log.Warn("several NodePools select the node; using the oldest", "node", node.Name, "err", err)
-	} else if err != nil {
-		return Policy{}, err
+		p.log.Warn("several NodePools select the node; using the oldest", "node", node.Name, "err", ambiguous)
 	}
-	return PolicyOf(pool), nil
+	return PolicyOf(pool)
 }

@@ -8,7 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -18,6 +19,15 @@ import (
 // type), for tools that look at taints rather than spec.unschedulable.
 const TaintKey = "sluice.dev/maintenance"
 
+// TaintEffect is PreferNoSchedule: the cordon already keeps new pods off the
+// node, and a NoSchedule taint would also keep off the DaemonSet pods a
+// drain leaves in place (a CNI or log agent rolled out during the event),
+// which tolerate the cordon but not a taint they have never heard of.
+const TaintEffect = corev1.TaintEffectPreferNoSchedule
+
+// PodNodeField is the cache index of pods by spec.nodeName.
+const PodNodeField = "spec.nodeName"
+
 // Labels by which pods opt in to eviction before a Freeze: sluice's own, and
 // AKS's, so workloads labelled for AKS node auto-drain keep working.
 const (
@@ -25,12 +35,14 @@ const (
 	labelAKSEvictOnFreeze = "remediator.kubernetes.azure.com/onFreeze"
 )
 
-// Reconcile brings one node in line with its maintenance events. It returns
-// how soon to look again, when a timer rather than a change should wake it.
-func (c *Controller) Reconcile(ctx context.Context, name string) (time.Duration, error) {
-	node, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+// reconcileNode brings one node in line with its maintenance events. It
+// returns how soon to look again, when a timer rather than a change should
+// wake it.
+func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Duration, error) {
+	node := &corev1.Node{}
+	err := c.kube.Get(ctx, types.NamespacedName{Name: name}, node)
 	if apierrors.IsNotFound(err) {
-		c.stopDrain(name)
+		c.queue.Cancel(name)
 		return 0, nil
 	}
 	if err != nil {
@@ -40,10 +52,7 @@ func (c *Controller) Reconcile(ctx context.Context, name string) (time.Duration,
 	if err != nil {
 		return 0, err // unreadable: act on nothing
 	}
-	policy, err := c.opts.Policies.PolicyFor(ctx, node)
-	if err != nil {
-		return 0, err
-	}
+	policy := c.opts.Policies.PolicyFor(ctx, node)
 	st, has := stateOf(node)
 	next := strongest(report.Events, policy)
 	if has {
@@ -59,14 +68,56 @@ func (c *Controller) Reconcile(ctx context.Context, name string) (time.Duration,
 	case next == nil:
 		return c.finish(ctx, node, st)
 	case !has || st.Event != next.ID:
-		if st, err = c.adopt(ctx, node, st, has, *next, policy); err != nil {
+		if node, st, err = c.adopt(ctx, node, st, has, *next, policy); err != nil {
 			return 0, err
 		}
-		if node, err = c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return 0, fmt.Errorf("reading node %s: %w", name, err)
+	case !sameTime(st.Deadline, deadlineOf(*next, policy)):
+		if node, st, err = c.moveDeadline(ctx, node, st, *next, policy); err != nil {
+			return 0, err
 		}
 	}
 	return c.act(ctx, node, st, *next, report, policy)
+}
+
+// deadlineOf is when the drain for e must be done: the event's deadline less
+// the pool's margin; nil when the event has none.
+func deadlineOf(e maintenance.Event, policy Policy) *time.Time {
+	if e.Deadline.IsZero() {
+		return nil
+	}
+	dl := e.Deadline.Add(-policy.DeadlineMargin())
+	return &dl
+}
+
+func sameTime(a, b *time.Time) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
+}
+
+// moveDeadline follows the cloud when it moves an event (Azure moves
+// NotBefore): the record takes the new deadline, and a drain running against
+// the old one is restarted against the new (the queue replaces it, since the
+// deadline is part of the request's key).
+func (c *Controller) moveDeadline(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, policy Policy) (*corev1.Node, state, error) {
+	dl := deadlineOf(e, policy)
+	updated, err := c.updateState(ctx, node.Name, st.Event, func(_ *corev1.Node, cur *state) (bool, error) {
+		cur.Deadline = dl
+		return true, nil
+	})
+	if err != nil {
+		return nil, st, err
+	}
+	old := "none"
+	if st.Deadline != nil {
+		old = st.Deadline.UTC().Format(time.RFC3339)
+	}
+	st.Deadline = dl
+	when := "none"
+	if dl != nil {
+		when = dl.UTC().Format(time.RFC3339)
+	}
+	c.recorder.Eventf(updated, corev1.EventTypeNormal, "DeadlineMoved", "sluice: %s moved %s event %s: drain deadline %s (was %s)", e.Source, e.Type, e.ID, when, old)
+	c.opts.Log.Info("maintenance deadline moved", "node", node.Name, "id", e.ID, "deadline", when, "was", old)
+	return updated, st, nil
 }
 
 // strongest picks the active event with the strongest action, the earliest
@@ -95,35 +146,37 @@ func earlier(a, b time.Time) bool {
 }
 
 // adopt records a new event on the node, replacing (and stopping the drain
-// of) the event it superseded, and announces it.
-func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, hadOld bool, e maintenance.Event, policy Policy) (state, error) {
+// of) the event it superseded, and announces it. A cordon sluice placed for
+// the superseded event passes to the new one, which will take it back.
+func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, hadOld bool, e maintenance.Event, policy Policy) (*corev1.Node, state, error) {
 	if hadOld {
-		c.stopDrain(node.Name)
+		c.queue.Cancel(node.Name)
 	}
-	st := state{Event: e.ID, Type: e.Type, Source: e.Source, Pool: policy.Pool, Action: policy.Action(e.Type), Phase: PhaseObserved, Seen: c.clock.Now()}
+	st := state{Event: e.ID, Type: e.Type, Source: e.Source, Pool: policy.Pool, Action: policy.Action(e.Type), Phase: PhaseObserved, Seen: c.clock.Now(),
+		Deadline: deadlineOf(e, policy)}
 	if hadOld {
 		st.Tainted = old.Tainted
 	}
 	if e.Type == maintenance.TypeFreeze && st.Action == ActionNone {
 		st.OptIn = true
 	}
-	if !e.Deadline.IsZero() {
-		dl := e.Deadline.Add(-policy.DeadlineMargin())
-		st.Deadline = &dl
-	}
-	if _, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
+	updated, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
 		n.Annotations[maintenance.AnnotationState] = st.encode()
 		delete(n.Annotations, maintenance.AnnotationApprove)
+		if hadOld && drain.CordonedBy(n) == drain.MaintenanceOwner(old.Event) {
+			n.Annotations[drain.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
+		}
 		return nil
-	}); err != nil {
-		return st, err
+	})
+	if err != nil {
+		return nil, st, err
 	}
 	if c.opts.Metrics != nil {
 		c.opts.Metrics.EventsSeen.WithLabelValues(string(e.Source), string(e.Type), string(st.Action)).Inc()
 	}
-	c.recorder.Eventf(node, corev1.EventTypeWarning, "MaintenanceScheduled", "%s", describe(e, st, policy))
+	c.recorder.Eventf(updated, corev1.EventTypeWarning, "MaintenanceScheduled", "%s", describe(e, st, policy))
 	c.opts.Log.Info("maintenance event", "node", node.Name, "id", e.ID, "type", e.Type, "source", e.Source, "action", st.Action, "pool", policy.Pool)
-	return st, nil
+	return updated, st, nil
 }
 
 func describe(e maintenance.Event, st state, policy Policy) string {
@@ -169,7 +222,7 @@ func (c *Controller) act(ctx context.Context, node *corev1.Node, st state, e mai
 func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy) (time.Duration, error) {
 	switch st.Phase {
 	case PhaseObserved, PhaseDraining:
-		if c.draining(node.Name, st.Event) {
+		if c.queue.Holds(node.Name, drainKey(st)) {
 			return 0, nil
 		}
 		if st.OptIn {
@@ -184,10 +237,10 @@ func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state,
 			}
 			st.Phase = PhaseDraining
 		}
-		return 0, c.startDrain(ctx, node.Name, st, policy)
+		return 0, c.startDrain(node, st, policy)
 	case PhaseBlocked:
-		if c.draining(node.Name, st.Event) {
-			return 0, nil
+		if c.queue.Holds(node.Name, drainKey(st)) {
+			return time.Second, nil // its outcome is being recorded; look again then
 		}
 		if st.Blocked != nil {
 			if wait := c.opts.BlockedRetry - c.clock.Since(*st.Blocked); wait > 0 {
@@ -206,9 +259,9 @@ func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state,
 func (c *Controller) cordon(ctx context.Context, name string, st state, phase Phase) error {
 	cordoned := false
 	updated, err := c.updateState(ctx, name, st.Event, func(n *corev1.Node, cur *state) (bool, error) {
-		cordoned = drain.Cordon(n)
+		cordoned = drain.Cordon(n, drain.MaintenanceOwner(st.Event))
 		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey }) {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: string(st.Type), Effect: corev1.TaintEffectNoSchedule})
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: string(st.Type), Effect: TaintEffect})
 			cur.Tainted = true
 		}
 		cur.Phase = phase
@@ -221,7 +274,7 @@ func (c *Controller) cordon(ctx context.Context, name string, st state, phase Ph
 	if cordoned {
 		how = "cordoned"
 	}
-	c.recorder.Eventf(updated, corev1.EventTypeNormal, "CordonStarted", "sluice: %s for %s event %s; tainted %s=%s:NoSchedule", how, st.Type, st.Event, TaintKey, st.Type)
+	c.recorder.Eventf(updated, corev1.EventTypeNormal, "CordonStarted", "sluice: %s for %s event %s; tainted %s=%s:%s", how, st.Type, st.Event, TaintKey, st.Type, TaintEffect)
 	return nil
 }
 
@@ -290,7 +343,7 @@ func (c *Controller) approve(ctx context.Context, node *corev1.Node, st state, e
 // finish ends the record of an event that is over: once the node is Ready
 // again it removes the taint and the cordon sluice placed, and nothing else.
 func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (time.Duration, error) {
-	c.stopDrain(node.Name)
+	c.queue.Cancel(node.Name)
 	if !ready(node) {
 		c.opts.Log.Info("event over; waiting for the node to be Ready before uncordoning", "node", node.Name, "id", st.Event)
 		return 0, nil // the node's own update wakes us
@@ -298,7 +351,7 @@ func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (t
 	uncordoned := false
 	updated, err := c.updateState(ctx, node.Name, st.Event, func(n *corev1.Node, cur *state) (bool, error) {
 		var err error
-		if uncordoned, err = drain.Uncordon(n, c.clock.Now()); err != nil {
+		if uncordoned, err = drain.Uncordon(n, drain.MaintenanceOwner(st.Event), c.clock.Now()); err != nil {
 			return true, err
 		}
 		if cur.Tainted {
@@ -317,7 +370,11 @@ func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (t
 		}
 		c.recorder.Eventf(updated, corev1.EventTypeNormal, "Uncordoned", "sluice: %s event %s is over and the node is Ready: back in service", st.Type, st.Event)
 	case updated.Spec.Unschedulable:
-		c.recorder.Eventf(updated, corev1.EventTypeNormal, "MaintenanceEnded", "sluice: %s event %s is over; the node stays cordoned because sluice did not cordon it", st.Type, st.Event)
+		by := "someone else (a person, or another tool)"
+		if owner := drain.CordonedBy(updated); owner != "" {
+			by = owner
+		}
+		c.recorder.Eventf(updated, corev1.EventTypeNormal, "MaintenanceEnded", "sluice: %s event %s is over; the node stays cordoned: it was cordoned by %s, not for this event", st.Type, st.Event, by)
 	default:
 		c.recorder.Eventf(updated, corev1.EventTypeNormal, "MaintenanceEnded", "sluice: %s event %s is over", st.Type, st.Event)
 	}
@@ -344,8 +401,8 @@ func optedIn(p *corev1.Pod) bool {
 }
 
 func (c *Controller) hasOptedInPods(ctx context.Context, node string) (bool, error) {
-	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
+	var pods corev1.PodList
+	if err := c.kube.List(ctx, &pods, client.MatchingFields{PodNodeField: node}); err != nil {
 		return false, fmt.Errorf("listing pods on %s: %w", node, err)
 	}
 	return slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return optedIn(&p) && p.DeletionTimestamp == nil }), nil

@@ -10,14 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/agent"
+	"github.com/sluice-dev/sluice/internal/controller"
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
-	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -104,20 +105,32 @@ func (s *scene) startAgent(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// startController runs a maintenance controller until the test ends or the
+// startController runs the controller (every part of it, as `sluice
+// controller` does, without leader election) until the test ends or the
 // returned stop is called.
 func startController(t *testing.T, env *sandboxtest.Env) (stop func()) {
 	t.Helper()
-	clk := clock.RealClock{}
-	c := mcontroller.NewController(env.Client, clk, mcontroller.Options{
-		Identity: "test-" + t.Name(),
-		Policies: mcontroller.Defaults{},
-		Recorder: kube.NewRecorder(env.Client, clk, "controller"),
-		Log:      logger(t).With("component", "controller"),
+	mgr, err := controller.New(env.Config, controller.Options{
+		Identity:        "test-" + t.Name(),
+		Workers:         2,
+		RequestTimeout:  30 * time.Second,
+		MetricsAddress:  "0",
+		HealthAddress:   "0",
+		Log:             logger(t).With("component", "controller"),
+		Registry:        prometheus.NewRegistry(),
+		SeveralManagers: true,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx, 2) }()
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return func() { cancel(); <-done }
 }

@@ -61,6 +61,8 @@ type NodePoolSpec struct {
 	//
 	// +required
 	// +kubebuilder:validation:XValidation:rule="has(self.matchLabels) && size(self.matchLabels) > 0 || has(self.matchExpressions) && size(self.matchExpressions) > 0",message="nodeSelector must not be empty: set matchLabels or matchExpressions; a pool that selects every node is almost always a mistake (to mean it, use matchExpressions [{key: kubernetes.io/os, operator: Exists}])"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="nodeSelector.matchExpressions[].operator must be one of In, NotIn, Exists, DoesNotExist (spelled so, capitalized)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['Exists', 'DoesNotExist'] ? !has(e.values) || size(e.values) == 0 : has(e.values) && size(e.values) > 0)",message="nodeSelector.matchExpressions[]: In and NotIn need at least one value; Exists and DoesNotExist take none"
 	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
 
 	// Provider creates and deletes the pool's machines: kwok for the
@@ -133,6 +135,51 @@ type MaintenanceSpec struct {
 	// +optional
 	// +kubebuilder:default=Delete
 	OnDeadline OnDeadlineAction `json:"onDeadline,omitempty"`
+
+	// ForceEvict says when a maintenance drain also evicts pods a plain drain
+	// refuses: pods no controller recreates, and pods whose emptyDir data is
+	// lost when they leave. WhenNodeGoesAway (the default) does so for
+	// Preempt and Terminate only, where those pods and their data are lost
+	// with the machine anyway and a graceful exit beats a hard kill; Always
+	// does so for every event that drains; Never leaves them, and the drain
+	// reports them as blockers.
+	//
+	// +optional
+	// +kubebuilder:default=WhenNodeGoesAway
+	ForceEvict ForceEvictPolicy `json:"forceEvict,omitempty"`
+}
+
+// ForceEvictPolicy says when maintenance drains evict unreplicated pods and
+// pods with emptyDir data.
+//
+// +kubebuilder:validation:Enum=WhenNodeGoesAway;Always;Never
+type ForceEvictPolicy string
+
+// Force-evict policies.
+const (
+	ForceEvictWhenNodeGoesAway ForceEvictPolicy = "WhenNodeGoesAway"
+	ForceEvictAlways           ForceEvictPolicy = "Always"
+	ForceEvictNever            ForceEvictPolicy = "Never"
+)
+
+// DefaultForceEvict is ForceEvict's default.
+const DefaultForceEvict = ForceEvictWhenNodeGoesAway
+
+// ForceEvictFor says whether a drain for an event of type t evicts
+// unreplicated pods and pods with emptyDir data; nil receivers answer with
+// the default.
+func (m *MaintenanceSpec) ForceEvictFor(t maintenance.Type) bool {
+	policy := DefaultForceEvict
+	if m != nil && m.ForceEvict != "" {
+		policy = m.ForceEvict
+	}
+	switch policy {
+	case ForceEvictAlways:
+		return true
+	case ForceEvictNever:
+		return false
+	}
+	return t == maintenance.TypePreempt || t == maintenance.TypeTerminate
 }
 
 // ActionFor returns the action to take on a maintenance event of type t: the

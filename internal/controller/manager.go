@@ -1,0 +1,249 @@
+// Package controller assembles sluice's controllers into one
+// controller-runtime manager: one shared informer cache (Nodes, Pods indexed
+// by node and stripped of what sluice never reads, PodDisruptionBudgets,
+// NodePools), one termination queue with its cross-node budget, leader
+// election on a Lease, health probes and Prometheus metrics (the workqueue
+// and client metrics controller-runtime gives included).
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sluice-dev/sluice/internal/controller/maintenance"
+	"github.com/sluice-dev/sluice/internal/controller/nodepool"
+	"github.com/sluice-dev/sluice/internal/termination"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// Options configure the controller process.
+type Options struct {
+	// Identity names this replica on the Lease and on drain claims.
+	Identity string
+	// PodNamespace is the namespace of the controller's own pod (evicted last
+	// when it runs on a node it drains); "" when it runs outside a pod.
+	PodNamespace string
+
+	LeaderElection bool
+	LeaseNamespace string
+	LeaseName      string
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+
+	// MetricsAddress serves /metrics; HealthAddress serves /healthz and
+	// /readyz; "0" turns either off.
+	MetricsAddress string
+	HealthAddress  string
+
+	// RequestTimeout bounds every API request the drains make and every
+	// reconcile (watches are not bounded: they are meant to stay open).
+	RequestTimeout time.Duration
+
+	// Workers is how many nodes are reconciled at once (drains run beside).
+	Workers int
+	// Limits cap the nodes disrupting at once; MaxInFlight the evictions.
+	Limits      termination.Limits
+	MaxInFlight int
+
+	Webhook *maintenance.Webhook
+	Log     *slog.Logger
+	Clock   clock.WithTicker
+
+	// Registry takes sluice's own metrics; default the registry the
+	// manager serves on MetricsAddress.
+	Registry prometheus.Registerer
+	// SeveralManagers lets one process build more than one manager (tests):
+	// controller-runtime otherwise refuses a second controller of a name.
+	SeveralManagers bool
+}
+
+// setLogger hands controller-runtime sluice's logger once per process.
+var setLogger sync.Once
+
+// Index names in the shared pod informer.
+const podNodeIndex = "sluice.dev/nodeName"
+
+// New builds the manager; Start runs it.
+func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Registry == nil {
+		opts.Registry = ctrlmetrics.Registry
+	}
+	setLogger.Do(func() { ctrl.SetLogger(logr.FromSlogHandler(opts.Log.Handler())) })
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the scheme: %w", err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the scheme: %w", err)
+	}
+	pools, err := servesNodePools(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !pools {
+		opts.Log.Warn("the cluster does not serve NodePools (sluice.dev/v1alpha1): every node gets the default maintenance policy; install the chart's CRDs to configure pools")
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:  {Transform: stripPod},
+				&corev1.Node{}: {Transform: stripNode},
+			},
+		},
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddress},
+		HealthProbeBindAddress:        opts.HealthAddress,
+		Controller:                    config.Controller{ReconciliationTimeout: opts.RequestTimeout, SkipNameValidation: ptr.To(opts.SeveralManagers)},
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              opts.LeaseName,
+		LeaderElectionNamespace:       opts.LeaseNamespace,
+		LeaderElectionReleaseOnCancel: true, // the queue stops its drains first, then the Lease goes at once
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building the controller manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding the readiness check: %w", err)
+	}
+	ctx := context.Background()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, maintenance.PodNodeField, func(o client.Object) []string {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("indexing pods by node: %w", err)
+	}
+	podInformer, err := sharedIndexInformer(ctx, mgr, &corev1.Pod{})
+	if err != nil {
+		return nil, err
+	}
+	if err := podInformer.AddIndexers(toolscache.Indexers{podNodeIndex: drain.PodNodeIndexFunc}); err != nil {
+		return nil, fmt.Errorf("indexing pods by node: %w", err)
+	}
+	pdbInformer, err := sharedIndexInformer(ctx, mgr, &policyv1.PodDisruptionBudget{})
+	if err != nil {
+		return nil, err
+	}
+	shared, err := drain.NewShared(pdbInformer, podInformer, podNodeIndex, opts.MaxInFlight)
+	if err != nil {
+		return nil, err
+	}
+	drainCfg := rest.CopyConfig(cfg)
+	drainCfg.Timeout = opts.RequestTimeout
+	clientset, err := kubernetes.NewForConfig(drainCfg)
+	if err != nil {
+		return nil, fmt.Errorf("building a client: %w", err)
+	}
+	recorder := mgr.GetEventRecorderFor("sluice-controller")
+	queue, err := termination.New(clientset, opts.Clock, shared, opts.Limits, opts.Identity, recorder,
+		termination.NewMetrics(opts.Registry), opts.Log.With("component", "termination"))
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(queue); err != nil {
+		return nil, fmt.Errorf("adding the termination queue: %w", err)
+	}
+	var policies maintenance.Policies = maintenance.Defaults{}
+	if pools {
+		policies = maintenance.NewPoolPolicies(mgr.GetClient(), opts.Log)
+		status := nodepool.NewController(mgr.GetClient(), recorder, nodepool.NewMetrics(opts.Registry), opts.Log.With("component", "nodepool"))
+		if err := status.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the NodePool controller: %w", err)
+		}
+	}
+	mc := maintenance.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, queue, maintenance.Options{
+		Identity: opts.Identity,
+		Self:     selfPod(opts.PodNamespace, opts.Identity),
+		Policies: policies,
+		Recorder: recorder,
+		Webhook:  opts.Webhook,
+		Metrics:  maintenance.NewMetrics(opts.Registry),
+		Log:      opts.Log.With("component", "maintenance"),
+	})
+	if err := mc.SetupWithManager(mgr, opts.Workers, pools); err != nil {
+		return nil, fmt.Errorf("setting up the maintenance controller: %w", err)
+	}
+	return mgr, nil
+}
+
+// servesNodePools asks discovery whether the cluster serves NodePools.
+func servesNodePools(cfg *rest.Config) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, fmt.Errorf("building a discovery client: %w", err)
+	}
+	list, err := dc.ServerResourcesForGroupVersion(v1alpha1.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("asking the API server whether it serves NodePools: %w", err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == v1alpha1.NodePoolResource.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func sharedIndexInformer(ctx context.Context, mgr manager.Manager, obj client.Object) (toolscache.SharedIndexInformer, error) {
+	inf, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("watching %T: %w", obj, err)
+	}
+	sii, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("watching %T: the cache's informer is a %T, not a SharedIndexInformer", obj, inf)
+	}
+	return sii, nil
+}
+
+// selfPod picks the controller's own pod by namespace and name.
+func selfPod(namespace, name string) func(*corev1.Pod) bool {
+	if namespace == "" || name == "" {
+		return nil
+	}
+	return func(p *corev1.Pod) bool { return p.Namespace == namespace && p.Name == name }
+}

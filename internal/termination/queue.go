@@ -1,0 +1,302 @@
+// Package termination takes nodes out of service. Every reason sluice has to
+// empty a node (a maintenance event today; expiry, drift, consolidation and
+// upgrades next) goes through one Queue, which owns the cordon and the drain
+// under one cross-node budget: a cap on the nodes disrupting at once,
+// cluster-wide and per pool, and one drain.Shared, so every drain sees the
+// same pods and budgets, spends from the same PodDisruptionBudget ledger and
+// waits on the same limit of evictions in flight.
+//
+// docs/design/termination.md has the state machine and who writes what.
+package termination
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// Reason is why a node is taken out of service.
+type Reason string
+
+// Reasons. Maintenance is involuntary (the cloud takes the node); the rest,
+// coming with node pools, are voluntary.
+const (
+	ReasonMaintenance Reason = "Maintenance"
+)
+
+// Request asks the queue to empty a node.
+type Request struct {
+	Node string
+	// Pool is the node's NodePool; "" for a node no pool selects.
+	Pool   string
+	Reason Reason
+	// Key tells this request from another for the same node (the event ID):
+	// submitting the same node and key again is the same work.
+	Key string
+	// Involuntary requests are the cloud's: they start at once, past the
+	// caps, because the node goes whether or not sluice drains it; they still
+	// count against the caps, so voluntary work waits while the cloud is
+	// taking nodes away.
+	Involuntary bool
+	// Options are the drain's; Shared, Recorder and Holder are the queue's.
+	Options drain.Options
+	// Done receives the drain's outcome once it ends by itself (not when it
+	// is canceled); it runs on the drain's goroutine.
+	Done func(*drain.Report, error)
+}
+
+// Limits cap the nodes disrupting at once; zero means no cap.
+type Limits struct {
+	MaxNodes        int
+	MaxNodesPerPool int
+}
+
+// Validate refuses negative caps.
+func (l Limits) Validate() error {
+	if l.MaxNodes < 0 || l.MaxNodesPerPool < 0 {
+		return fmt.Errorf("max disrupting nodes %d and per pool %d: must not be negative (0 means no cap)", l.MaxNodes, l.MaxNodesPerPool)
+	}
+	return nil
+}
+
+// Admission is what Submit did with a request.
+type Admission string
+
+// Admissions.
+const (
+	Started Admission = "Started"
+	// Queued: over a cap; it starts when a disrupting node finishes.
+	Queued Admission = "Queued"
+	// Running: the same request is already running (or queued).
+	Running Admission = "Running"
+)
+
+// ErrNotStarted is returned by Submit before Start has run.
+var ErrNotStarted = errors.New("the termination queue has not started yet")
+
+// Queue runs the drains of every node being taken out of service.
+type Queue struct {
+	client   kubernetes.Interface
+	clock    clock.WithTicker
+	shared   *drain.Shared
+	limits   Limits
+	identity string
+	recorder record.EventRecorder
+	log      *slog.Logger
+	metrics  *Metrics
+	// drain empties one node; the drain engine, or a stand-in in tests.
+	drain func(ctx context.Context, req Request) (*drain.Report, error)
+
+	mu      sync.Mutex
+	ctx     context.Context // Start's; nil until then
+	started chan struct{}
+	active  map[string]*job // by node: running or queued
+	waiting []*job          // queued, oldest first
+	wg      sync.WaitGroup
+}
+
+type job struct {
+	req    Request
+	cancel context.CancelFunc // nil while queued
+}
+
+// New returns a queue; Start runs it (it is a controller-runtime Runnable that
+// needs the leader's Lease).
+func New(client kubernetes.Interface, clk clock.WithTicker, shared *drain.Shared, limits Limits, identity string,
+	recorder record.EventRecorder, metrics *Metrics, log *slog.Logger) (*Queue, error) {
+	if err := limits.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	q := &Queue{client: client, clock: clk, shared: shared, limits: limits, identity: identity, recorder: recorder,
+		log: log, metrics: metrics, started: make(chan struct{}), active: map[string]*job{}}
+	q.drain = q.drainNode
+	return q, nil
+}
+
+// drainNode runs the drain engine on the request's node with the queue's
+// shared view, ledger and eviction limit.
+func (q *Queue) drainNode(ctx context.Context, req Request) (*drain.Report, error) {
+	opts := req.Options
+	opts.Shared = q.shared
+	opts.Holder = q.identity
+	d, err := drain.New(q.client, q.clock, opts, drain.Hooks{Recorder: q.recorder})
+	if err != nil {
+		return nil, fmt.Errorf("configuring the drain of %s: %w", req.Node, err)
+	}
+	return d.Drain(ctx, []string{req.Node})
+}
+
+// Start lets requests run until ctx ends, then stops every drain (each
+// releases its claim on its node, so a successor takes over at once) and
+// returns when they have.
+func (q *Queue) Start(ctx context.Context) error {
+	q.mu.Lock()
+	q.ctx = ctx
+	close(q.started)
+	q.mu.Unlock()
+	<-ctx.Done()
+	q.mu.Lock()
+	for _, j := range q.active {
+		if j.cancel != nil {
+			j.cancel()
+		}
+	}
+	q.active, q.waiting = map[string]*job{}, nil
+	q.mu.Unlock()
+	q.wg.Wait()
+	return nil
+}
+
+// NeedLeaderElection says the queue runs only on the leader.
+func (q *Queue) NeedLeaderElection() bool { return true }
+
+// Submit starts the request, queues it behind the caps, or reports that it
+// runs already. A request for a node that runs another request replaces it.
+func (q *Queue) Submit(req Request) (Admission, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ctx == nil {
+		return "", ErrNotStarted
+	}
+	if q.ctx.Err() != nil {
+		return "", q.ctx.Err()
+	}
+	if cur := q.active[req.Node]; cur != nil {
+		if cur.req.Key == req.Key {
+			return Running, nil
+		}
+		q.stopLocked(req.Node)
+	}
+	j := &job{req: req}
+	q.active[req.Node] = j
+	if !req.Involuntary && !q.roomLocked(req.Pool) {
+		q.waiting = append(q.waiting, j)
+		q.observeLocked()
+		return Queued, nil
+	}
+	q.startLocked(j)
+	return Started, nil
+}
+
+// Cancel stops the node's drain (or forgets its queued request), if any.
+func (q *Queue) Cancel(node string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopLocked(node)
+	q.promoteLocked()
+}
+
+// Holds reports whether the queue runs or queues the node's request key.
+func (q *Queue) Holds(node, key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	j := q.active[node]
+	return j != nil && j.req.Key == key
+}
+
+// Disrupting counts the nodes draining now, in all and per pool.
+func (q *Queue) Disrupting() (total int, byPool map[string]int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.countLocked()
+}
+
+func (q *Queue) countLocked() (int, map[string]int) {
+	total, byPool := 0, map[string]int{}
+	for _, j := range q.active {
+		if j.cancel != nil {
+			total++
+			byPool[j.req.Pool]++
+		}
+	}
+	return total, byPool
+}
+
+func (q *Queue) roomLocked(pool string) bool {
+	total, byPool := q.countLocked()
+	if q.limits.MaxNodes > 0 && total >= q.limits.MaxNodes {
+		return false
+	}
+	return q.limits.MaxNodesPerPool == 0 || byPool[pool] < q.limits.MaxNodesPerPool
+}
+
+func (q *Queue) startLocked(j *job) {
+	ctx, cancel := context.WithCancel(q.ctx)
+	j.cancel = cancel
+	q.observeLocked()
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		defer cancel()
+		report, err := q.drain(ctx, j.req)
+		if ctx.Err() != nil {
+			return // canceled: whoever canceled it owns what happens next
+		}
+		q.log.Info("drain ended", "node", j.req.Node, "reason", j.req.Reason, "key", j.req.Key, "err", err)
+		if j.req.Done != nil {
+			j.req.Done(report, err)
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.active[j.req.Node] == j {
+			delete(q.active, j.req.Node)
+		}
+		q.promoteLocked()
+	}()
+}
+
+// stopLocked cancels or forgets the node's job.
+func (q *Queue) stopLocked(node string) {
+	j := q.active[node]
+	if j == nil {
+		return
+	}
+	delete(q.active, node)
+	if j.cancel != nil {
+		j.cancel()
+	}
+	for i, w := range q.waiting {
+		if w == j {
+			q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+			break
+		}
+	}
+	q.observeLocked()
+}
+
+// promoteLocked starts queued requests, oldest first, while the caps allow.
+func (q *Queue) promoteLocked() {
+	if q.ctx == nil || q.ctx.Err() != nil {
+		return
+	}
+	rest := q.waiting[:0]
+	for _, j := range q.waiting {
+		if q.roomLocked(j.req.Pool) {
+			q.startLocked(j)
+			continue
+		}
+		rest = append(rest, j)
+	}
+	q.waiting = rest
+	q.observeLocked()
+}
+
+func (q *Queue) observeLocked() {
+	if q.metrics == nil {
+		return
+	}
+	total, _ := q.countLocked()
+	q.metrics.Disrupting.Set(float64(total))
+	q.metrics.Queued.Set(float64(len(q.waiting)))
+}

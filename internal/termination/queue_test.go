@@ -1,0 +1,166 @@
+package termination
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// fakeDrains stands in for the drain engine: each drain runs until the test
+// finishes it (or the queue cancels it).
+type fakeDrains struct {
+	mu      sync.Mutex
+	running map[string]chan struct{}
+	started []string
+}
+
+func (f *fakeDrains) run(ctx context.Context, req Request) (*drain.Report, error) {
+	f.mu.Lock()
+	done := make(chan struct{})
+	f.running[req.Node] = done
+	f.started = append(f.started, req.Node+"/"+req.Key)
+	f.mu.Unlock()
+	select {
+	case <-done:
+		return &drain.Report{Nodes: []drain.NodeReport{{Name: req.Node, Outcome: drain.NodeDrained}}}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (f *fakeDrains) finish(t *testing.T, node string) {
+	t.Helper()
+	f.mu.Lock()
+	done := f.running[node]
+	delete(f.running, node)
+	f.mu.Unlock()
+	if done == nil {
+		t.Fatalf("%s is not draining", node)
+	}
+	close(done)
+}
+
+func (f *fakeDrains) startedSoFar() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.started...)
+}
+
+func newTestQueue(t *testing.T, limits Limits) (*Queue, *fakeDrains) {
+	t.Helper()
+	q, err := New(nil, nil, nil, limits, "test", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeDrains{running: map[string]chan struct{}{}}
+	q.drain = f.run
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = q.Start(ctx) }()
+	<-q.started
+	t.Cleanup(func() { cancel(); <-done })
+	return q, f
+}
+
+func submit(t *testing.T, q *Queue, node, pool, key string, involuntary bool, want Admission) {
+	t.Helper()
+	got, err := q.Submit(Request{Node: node, Pool: pool, Key: key, Involuntary: involuntary})
+	if err != nil || got != want {
+		t.Fatalf("Submit(%s): %s, %v; want %s", node, got, err, want)
+	}
+}
+
+// eventually polls cond until it holds or a few seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestCapsHoldVoluntaryWorkAndCountInvoluntary(t *testing.T) {
+	q, f := newTestQueue(t, Limits{MaxNodes: 2, MaxNodesPerPool: 1})
+	submit(t, q, "a1", "a", "k", false, Started)
+	submit(t, q, "a2", "a", "k", false, Queued) // pool a is at its cap of 1
+	submit(t, q, "b1", "b", "k", false, Started)
+	submit(t, q, "c1", "c", "k", false, Queued) // the cluster is at its cap of 2
+	// The cloud takes c2 whatever the caps say; it counts against them.
+	submit(t, q, "c2", "c", "k", true, Started)
+	submit(t, q, "c2", "c", "k", true, Running) // the same request again
+	if total, byPool := q.Disrupting(); total != 3 || byPool["a"] != 1 || byPool["c"] != 1 {
+		t.Fatalf("disrupting %d %v; want 3 with one in a and one in c", total, byPool)
+	}
+	eventually(t, "three drains", func() bool { return len(f.startedSoFar()) == 3 })
+
+	f.finish(t, "a1") // a2 may go now by its pool, not yet by the cluster (b1, c2 run)
+	eventually(t, "a1 to leave the queue", func() bool { total, _ := q.Disrupting(); return total == 2 })
+	if q.Holds("a2", "k") == false {
+		t.Fatal("a2 was forgotten")
+	}
+	if got := f.startedSoFar(); len(got) != 3 {
+		t.Fatalf("started %v; want a2 held back by the cluster cap", got)
+	}
+	f.finish(t, "c2") // room for one: a2 was queued first
+	eventually(t, "a2 to start", func() bool { return len(f.startedSoFar()) == 4 })
+	if got := f.startedSoFar()[3]; got != "a2/k" {
+		t.Fatalf("started %s; want the oldest queued request, a2", got)
+	}
+}
+
+func TestANewKeyReplacesTheRunningDrain(t *testing.T) {
+	q, f := newTestQueue(t, Limits{})
+	submit(t, q, "n", "", "event@10:00", true, Started)
+	eventually(t, "the first drain", func() bool { return len(f.startedSoFar()) == 1 })
+	submit(t, q, "n", "", "event@10:05", true, Started) // the cloud moved the deadline
+	eventually(t, "the second drain", func() bool { return len(f.startedSoFar()) == 2 })
+	if !q.Holds("n", "event@10:05") || q.Holds("n", "event@10:00") {
+		t.Fatal("the queue holds the old request")
+	}
+	q.Cancel("n")
+	if q.Holds("n", "event@10:05") {
+		t.Fatal("Cancel left the request")
+	}
+}
+
+func TestDoneRunsOnceWithTheOutcomeAndNotOnCancel(t *testing.T) {
+	q, f := newTestQueue(t, Limits{})
+	outcomes := make(chan drain.NodeOutcome, 2)
+	done := func(r *drain.Report, _ error) { outcomes <- r.Nodes[0].Outcome }
+	if _, err := q.Submit(Request{Node: "n", Key: "k", Involuntary: true, Done: done}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the drain", func() bool { return len(f.startedSoFar()) == 1 })
+	f.finish(t, "n")
+	if got := <-outcomes; got != drain.NodeDrained {
+		t.Fatalf("outcome %s", got)
+	}
+	if _, err := q.Submit(Request{Node: "m", Key: "k", Involuntary: true, Done: done}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second drain", func() bool { return len(f.startedSoFar()) == 2 })
+	q.Cancel("m")
+	select {
+	case got := <-outcomes:
+		t.Fatalf("Done ran for a canceled drain: %s", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestSubmitBeforeStartAndBadLimits(t *testing.T) {
+	q, err := New(nil, nil, nil, Limits{}, "test", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Submit(Request{Node: "n"}); err != ErrNotStarted {
+		t.Fatalf("Submit before Start: %v; want ErrNotStarted", err)
+	}
+	if _, err := New(nil, nil, nil, Limits{MaxNodes: -1}, "test", nil, nil, nil); err == nil {
+		t.Fatal("a negative cap was accepted")
+	}
+}
