@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,6 +68,9 @@ type Input struct {
 	Nodes []corev1.Node
 	Pods  []corev1.Pod
 	PDBs  []policyv1.PodDisruptionBudget
+	// DaemonSets are the cluster's DaemonSets: a DaemonSet pod whose DaemonSet
+	// is not among them is an orphan, which a drain refuses without --force.
+	DaemonSets []appsv1.DaemonSet
 	// Targets are the nodes to judge (room, time, pods); empty means all.
 	Targets []string
 	Now     time.Time
@@ -89,6 +93,7 @@ func Diagnose(in Input) Report {
 			d.targets[n.Name] = true
 		}
 	}
+	d.classes = classifyAll(in)
 	d.budgets()
 	d.pods()
 	d.room()
@@ -124,6 +129,7 @@ type diagnosis struct {
 	in       Input
 	pdbs     []*policyv1.PodDisruptionBudget
 	targets  map[string]bool
+	classes  [][]drain.Classification // per pod of in.Pods, what a drain decides
 	findings []Finding
 }
 
@@ -193,8 +199,8 @@ func (d *diagnosis) budgets() {
 	}
 }
 
-// pods: on the target nodes, what a drain refuses or loses, and pods whose
-// shutdown cannot fit the notice their node gets.
+// pods: on the target nodes, what a drain refuses, holds or loses, pods stuck
+// terminating, and pods whose shutdown cannot fit the notice their node gets.
 func (d *diagnosis) pods() {
 	nodes := map[string]*corev1.Node{}
 	for i := range d.in.Nodes {
@@ -202,54 +208,53 @@ func (d *diagnosis) pods() {
 	}
 	for i := range d.in.Pods {
 		p := &d.in.Pods[i]
-		if !d.targets[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !d.targets[p.Spec.NodeName] {
 			continue
 		}
 		obj := "pod " + p.Namespace + "/" + p.Name
 		node := p.Spec.NodeName
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		steps := d.classes[i]
+		for _, c := range steps {
+			if f, ok := classFinding(p, c); ok {
+				f.Object, f.Node = obj, node
+				d.add(f)
+			}
+		}
+		switch last := steps[len(steps)-1]; {
+		case last.Verdict == drain.VerdictWait:
+			d.stuck(p, obj, node)
+			continue
+		case last.Reason == drain.ReasonMirrorPod:
 			continue
 		}
-		if p.DeletionTimestamp != nil {
-			grace := int64(0)
-			if p.DeletionGracePeriodSeconds != nil {
-				grace = *p.DeletionGracePeriodSeconds
-			}
-			if d.in.Now.Sub(p.DeletionTimestamp.Time) > d.in.StuckAfter && len(p.Finalizers) > 0 {
-				d.add(Finding{SeverityError, CodeStuckTerminating, obj, node, fmt.Sprintf(
-					"has been terminating for %s past its %ds grace period, held by finalizers %s",
-					d.in.Now.Sub(p.DeletionTimestamp.Time).Round(time.Second), grace, strings.Join(p.Finalizers, ", ")),
-					"find the controller that owns the finalizers and fix it, or remove them if that controller is gone"})
-			}
+		// A finished pod has no shutdown to time and writes nothing more.
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
-		}
-		ref := metav1.GetControllerOf(p)
-		switch {
-		case ref == nil:
-			d.add(Finding{SeverityError, string(drain.ReasonUnreplicated), obj, node,
-				"has no controller: a drain refuses it, and with --force it is deleted and never recreated",
-				"run it under a Deployment or StatefulSet"})
-		case ref.Kind == "DaemonSet":
-			d.add(Finding{SeverityInfo, string(drain.ReasonDaemonSetPod), obj, node, "managed by DaemonSet " + ref.Name + "; drains leave it (--ignore-daemonsets)", ""})
 		}
 		for _, v := range p.Spec.Volumes {
-			switch {
-			case v.EmptyDir != nil:
-				d.add(Finding{SeverityWarning, string(drain.ReasonLocalStorage), obj, node,
-					fmt.Sprintf("its emptyDir volume %s is lost when it is evicted; drains refuse it without --delete-emptydir-data", v.Name),
-					"keep data that must survive in a PersistentVolume"})
-			case v.HostPath != nil:
+			if v.HostPath != nil {
 				d.add(Finding{SeverityWarning, CodeHostPath, obj, node,
 					fmt.Sprintf("mounts the node's %s (volume %s): what it wrote stays on the old node", v.HostPath.Path, v.Name), ""})
 			}
 		}
-		if dnd := doNotDisrupt(p); dnd != "" {
-			d.add(Finding{SeverityError, string(drain.ReasonDoNotDisrupt), obj, node,
-				"is annotated " + dnd + ": voluntary drains of its node stop here", "remove the annotation when the pod may move"})
-		}
 		if n := nodes[node]; n != nil {
 			d.notice(p, n, obj)
 		}
+	}
+}
+
+// stuck: a terminating pod that finalizers keep long past its grace period;
+// a drain waits for it to go.
+func (d *diagnosis) stuck(p *corev1.Pod, obj, node string) {
+	grace := int64(0)
+	if p.DeletionGracePeriodSeconds != nil {
+		grace = *p.DeletionGracePeriodSeconds
+	}
+	if d.in.Now.Sub(p.DeletionTimestamp.Time) > d.in.StuckAfter && len(p.Finalizers) > 0 {
+		d.add(Finding{SeverityError, CodeStuckTerminating, obj, node, fmt.Sprintf(
+			"has been terminating for %s past its %ds grace period, held by finalizers %s",
+			d.in.Now.Sub(p.DeletionTimestamp.Time).Round(time.Second), grace, strings.Join(p.Finalizers, ", ")),
+			"find the controller that owns the finalizers and fix it, or remove them if that controller is gone"})
 	}
 }
 
@@ -308,7 +313,7 @@ func (d *diagnosis) roomFor(target string) {
 		p := &d.in.Pods[i]
 		switch {
 		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Spec.NodeName == "":
-		case p.Spec.NodeName == target && movable(p):
+		case p.Spec.NodeName == target && movable(p, d.classes[i]):
 			leave = append(leave, p)
 		default:
 			stay = append(stay, p)
@@ -373,28 +378,6 @@ func (d *diagnosis) leftovers() {
 			}
 		}
 	}
-}
-
-// movable: the pods a drain moves and their controller recreates elsewhere
-// (not naked pods, which are reported as Unreplicated, nor DaemonSet or mirror pods).
-func movable(p *corev1.Pod) bool {
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror || p.DeletionTimestamp != nil {
-		return false
-	}
-	ref := metav1.GetControllerOf(p)
-	return ref != nil && ref.Kind != "DaemonSet"
-}
-
-func doNotDisrupt(p *corev1.Pod) string {
-	switch {
-	case p.Annotations[drain.AnnotationDoNotDisrupt] == "true":
-		return drain.AnnotationDoNotDisrupt + "=true"
-	case p.Annotations["karpenter.sh/do-not-disrupt"] == "true":
-		return "karpenter.sh/do-not-disrupt=true"
-	case p.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false":
-		return "cluster-autoscaler.kubernetes.io/safe-to-evict=false"
-	}
-	return ""
 }
 
 // spotNotice is the notice a spot node's cloud gives before reclaiming it.
