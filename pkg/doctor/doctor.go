@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -148,16 +147,13 @@ func (d *diagnosis) anyOnTargets(pods []corev1.Pod) bool {
 // overlap, and those at zero right now, with why.
 func (d *diagnosis) budgets() {
 	overlap := map[string][]string{}
+	pods := newPodIndex(d.in.Pods)
 	for _, pdb := range d.pdbs {
 		obj := "poddisruptionbudget " + pdb.Namespace + "/" + pdb.Name
 		var selected []corev1.Pod
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 		if pdb.Spec.Selector != nil && err == nil {
-			for _, p := range d.in.Pods {
-				if p.Namespace == pdb.Namespace && sel.Matches(labels.Set(p.Labels)) {
-					selected = append(selected, p)
-				}
-			}
+			selected = pods.selected(pdb.Namespace, sel)
 		}
 		if len(d.in.Targets) > 0 && !d.anyOnTargets(selected) {
 			continue // doctor node NAME: only budgets that hold pods of those nodes
@@ -284,46 +280,55 @@ func (d *diagnosis) notice(p *corev1.Pod, n *corev1.Node, obj string) {
 }
 
 // room: if each target node were drained now, could its pods go elsewhere?
+// One simulated cluster serves every target; each check is undone after it,
+// so the cost grows with the pods that move, not with nodes times pods.
 func (d *diagnosis) room() {
+	nodes := make([]*corev1.Node, len(d.in.Nodes))
+	for i := range d.in.Nodes {
+		nodes[i] = &d.in.Nodes[i]
+	}
+	var bound []*corev1.Pod
+	leaving := map[string][]*corev1.Pod{}
+	for i := range d.in.Pods {
+		p := &d.in.Pods[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		bound = append(bound, p)
+		if d.targets[p.Spec.NodeName] && movable(p, d.classes[i]) {
+			leaving[p.Spec.NodeName] = append(leaving[p.Spec.NodeName], p)
+		}
+	}
+	cluster := simulate.NewCluster(nodes, bound)
 	names := make([]string, 0, len(d.targets))
 	for n := range d.targets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, target := range names {
-		d.roomFor(target)
+		d.roomFor(cluster, target, leaving[target])
 	}
 	d.pending()
 }
 
 // roomFor replays the target's movable pods onto the rest of the cluster with
-// the target cordoned, as its drain would.
-func (d *diagnosis) roomFor(target string) {
-	var rest []*corev1.Node
-	for i := range d.in.Nodes {
-		n := &d.in.Nodes[i]
-		if n.Name == target {
-			n = n.DeepCopy()
-			n.Spec.Unschedulable = true
-		}
-		rest = append(rest, n)
+// the target cordoned, as its drain would, and puts the cluster back.
+func (d *diagnosis) roomFor(cluster *simulate.Cluster, target string, leave []*corev1.Pod) {
+	if len(leave) == 0 {
+		return
 	}
-	var stay, leave []*corev1.Pod
-	for i := range d.in.Pods {
-		p := &d.in.Pods[i]
-		switch {
-		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Spec.NodeName == "":
-		case p.Spec.NodeName == target && movable(p, d.classes[i]):
-			leave = append(leave, p)
-		default:
-			stay = append(stay, p)
-		}
-	}
-	cluster := simulate.NewCluster(rest, stay)
+	restore := cluster.Snapshot()
+	defer restore()
+	cluster.Cordon(target)
 	for _, p := range leave {
-		replacement := p.DeepCopy()
+		cluster.Remove(p.Namespace, p.Name)
+	}
+	for _, p := range leave {
+		// A shallow copy is enough: Place only reads the pod (and copies
+		// what it keeps).
+		replacement := *p
 		replacement.Spec.NodeName = ""
-		if where, why := cluster.Place(replacement); where == "" {
+		if where, why := cluster.Place(&replacement); where == "" {
 			d.add(Finding{SeverityError, CodeNoRoom, "pod " + p.Namespace + "/" + p.Name, target,
 				"if " + target + " were drained now, this pod could not be placed elsewhere: " + why,
 				"add capacity (or a node the pod tolerates and selects) before draining, or relax its constraints"})
