@@ -240,7 +240,7 @@ func (c *Cluster) check(pod *corev1.Pod, ns *nodeState, info *podInfo) []Failure
 			break
 		}
 	}
-	out = append(out, ns.fits(info.load.requests)...)
+	out = append(out, ns.fits(info.requests)...)
 	// Pods already placed may repel this one even if it has no terms itself.
 	if len(out) == 0 && (info.hasPodAffinity || len(c.anti) > 0) {
 		out = append(out, c.checkPodAffinity(pod, ns, info)...)
