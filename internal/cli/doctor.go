@@ -94,7 +94,12 @@ func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selec
 	if err != nil {
 		return fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
-	report := doctor.Diagnose(doctor.Input{Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items, Targets: targets, Now: clock.RealClock{}.Now(), StuckAfter: stuckAfter})
+	daemonSets, err := c.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing DaemonSets: %w", err)
+	}
+	report := doctor.Diagnose(doctor.Input{Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items, DaemonSets: daemonSets.Items,
+		Targets: targets, Now: clock.RealClock{}.Now(), StuckAfter: stuckAfter})
 	if format == outputJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")

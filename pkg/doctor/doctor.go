@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -67,6 +67,9 @@ type Input struct {
 	Nodes []corev1.Node
 	Pods  []corev1.Pod
 	PDBs  []policyv1.PodDisruptionBudget
+	// DaemonSets are the cluster's DaemonSets: a DaemonSet pod whose DaemonSet
+	// is not among them is an orphan, which a drain refuses without --force.
+	DaemonSets []appsv1.DaemonSet
 	// Targets are the nodes to judge (room, time, pods); empty means all.
 	Targets []string
 	Now     time.Time
@@ -89,6 +92,7 @@ func Diagnose(in Input) Report {
 			d.targets[n.Name] = true
 		}
 	}
+	d.classes = classifyAll(in)
 	d.budgets()
 	d.pods()
 	d.room()
@@ -124,6 +128,7 @@ type diagnosis struct {
 	in       Input
 	pdbs     []*policyv1.PodDisruptionBudget
 	targets  map[string]bool
+	classes  [][]drain.Classification // per pod of in.Pods, what a drain decides
 	findings []Finding
 }
 
@@ -142,16 +147,13 @@ func (d *diagnosis) anyOnTargets(pods []corev1.Pod) bool {
 // overlap, and those at zero right now, with why.
 func (d *diagnosis) budgets() {
 	overlap := map[string][]string{}
+	pods := newPodIndex(d.in.Pods)
 	for _, pdb := range d.pdbs {
 		obj := "poddisruptionbudget " + pdb.Namespace + "/" + pdb.Name
 		var selected []corev1.Pod
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 		if pdb.Spec.Selector != nil && err == nil {
-			for _, p := range d.in.Pods {
-				if p.Namespace == pdb.Namespace && sel.Matches(labels.Set(p.Labels)) {
-					selected = append(selected, p)
-				}
-			}
+			selected = pods.selected(pdb.Namespace, sel)
 		}
 		if len(d.in.Targets) > 0 && !d.anyOnTargets(selected) {
 			continue // doctor node NAME: only budgets that hold pods of those nodes
@@ -193,8 +195,8 @@ func (d *diagnosis) budgets() {
 	}
 }
 
-// pods: on the target nodes, what a drain refuses or loses, and pods whose
-// shutdown cannot fit the notice their node gets.
+// pods: on the target nodes, what a drain refuses, holds or loses, pods stuck
+// terminating, and pods whose shutdown cannot fit the notice their node gets.
 func (d *diagnosis) pods() {
 	nodes := map[string]*corev1.Node{}
 	for i := range d.in.Nodes {
@@ -202,54 +204,53 @@ func (d *diagnosis) pods() {
 	}
 	for i := range d.in.Pods {
 		p := &d.in.Pods[i]
-		if !d.targets[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !d.targets[p.Spec.NodeName] {
 			continue
 		}
 		obj := "pod " + p.Namespace + "/" + p.Name
 		node := p.Spec.NodeName
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		steps := d.classes[i]
+		for _, c := range steps {
+			if f, ok := classFinding(p, c); ok {
+				f.Object, f.Node = obj, node
+				d.add(f)
+			}
+		}
+		switch last := steps[len(steps)-1]; {
+		case last.Verdict == drain.VerdictWait:
+			d.stuck(p, obj, node)
+			continue
+		case last.Reason == drain.ReasonMirrorPod:
 			continue
 		}
-		if p.DeletionTimestamp != nil {
-			grace := int64(0)
-			if p.DeletionGracePeriodSeconds != nil {
-				grace = *p.DeletionGracePeriodSeconds
-			}
-			if d.in.Now.Sub(p.DeletionTimestamp.Time) > d.in.StuckAfter && len(p.Finalizers) > 0 {
-				d.add(Finding{SeverityError, CodeStuckTerminating, obj, node, fmt.Sprintf(
-					"has been terminating for %s past its %ds grace period, held by finalizers %s",
-					d.in.Now.Sub(p.DeletionTimestamp.Time).Round(time.Second), grace, strings.Join(p.Finalizers, ", ")),
-					"find the controller that owns the finalizers and fix it, or remove them if that controller is gone"})
-			}
+		// A finished pod has no shutdown to time and writes nothing more.
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
-		}
-		ref := metav1.GetControllerOf(p)
-		switch {
-		case ref == nil:
-			d.add(Finding{SeverityError, string(drain.ReasonUnreplicated), obj, node,
-				"has no controller: a drain refuses it, and with --force it is deleted and never recreated",
-				"run it under a Deployment or StatefulSet"})
-		case ref.Kind == "DaemonSet":
-			d.add(Finding{SeverityInfo, string(drain.ReasonDaemonSetPod), obj, node, "managed by DaemonSet " + ref.Name + "; drains leave it (--ignore-daemonsets)", ""})
 		}
 		for _, v := range p.Spec.Volumes {
-			switch {
-			case v.EmptyDir != nil:
-				d.add(Finding{SeverityWarning, string(drain.ReasonLocalStorage), obj, node,
-					fmt.Sprintf("its emptyDir volume %s is lost when it is evicted; drains refuse it without --delete-emptydir-data", v.Name),
-					"keep data that must survive in a PersistentVolume"})
-			case v.HostPath != nil:
+			if v.HostPath != nil {
 				d.add(Finding{SeverityWarning, CodeHostPath, obj, node,
 					fmt.Sprintf("mounts the node's %s (volume %s): what it wrote stays on the old node", v.HostPath.Path, v.Name), ""})
 			}
 		}
-		if dnd := doNotDisrupt(p); dnd != "" {
-			d.add(Finding{SeverityError, string(drain.ReasonDoNotDisrupt), obj, node,
-				"is annotated " + dnd + ": voluntary drains of its node stop here", "remove the annotation when the pod may move"})
-		}
 		if n := nodes[node]; n != nil {
 			d.notice(p, n, obj)
 		}
+	}
+}
+
+// stuck: a terminating pod that finalizers keep long past its grace period;
+// a drain waits for it to go.
+func (d *diagnosis) stuck(p *corev1.Pod, obj, node string) {
+	grace := int64(0)
+	if p.DeletionGracePeriodSeconds != nil {
+		grace = *p.DeletionGracePeriodSeconds
+	}
+	if d.in.Now.Sub(p.DeletionTimestamp.Time) > d.in.StuckAfter && len(p.Finalizers) > 0 {
+		d.add(Finding{SeverityError, CodeStuckTerminating, obj, node, fmt.Sprintf(
+			"has been terminating for %s past its %ds grace period, held by finalizers %s",
+			d.in.Now.Sub(p.DeletionTimestamp.Time).Round(time.Second), grace, strings.Join(p.Finalizers, ", ")),
+			"find the controller that owns the finalizers and fix it, or remove them if that controller is gone"})
 	}
 }
 
@@ -279,46 +280,55 @@ func (d *diagnosis) notice(p *corev1.Pod, n *corev1.Node, obj string) {
 }
 
 // room: if each target node were drained now, could its pods go elsewhere?
+// One simulated cluster serves every target; each check is undone after it,
+// so the cost grows with the pods that move, not with nodes times pods.
 func (d *diagnosis) room() {
+	nodes := make([]*corev1.Node, len(d.in.Nodes))
+	for i := range d.in.Nodes {
+		nodes[i] = &d.in.Nodes[i]
+	}
+	var bound []*corev1.Pod
+	leaving := map[string][]*corev1.Pod{}
+	for i := range d.in.Pods {
+		p := &d.in.Pods[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		bound = append(bound, p)
+		if d.targets[p.Spec.NodeName] && movable(p, d.classes[i]) {
+			leaving[p.Spec.NodeName] = append(leaving[p.Spec.NodeName], p)
+		}
+	}
+	cluster := simulate.NewCluster(nodes, bound)
 	names := make([]string, 0, len(d.targets))
 	for n := range d.targets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, target := range names {
-		d.roomFor(target)
+		d.roomFor(cluster, target, leaving[target])
 	}
 	d.pending()
 }
 
 // roomFor replays the target's movable pods onto the rest of the cluster with
-// the target cordoned, as its drain would.
-func (d *diagnosis) roomFor(target string) {
-	var rest []*corev1.Node
-	for i := range d.in.Nodes {
-		n := &d.in.Nodes[i]
-		if n.Name == target {
-			n = n.DeepCopy()
-			n.Spec.Unschedulable = true
-		}
-		rest = append(rest, n)
+// the target cordoned, as its drain would, and puts the cluster back.
+func (d *diagnosis) roomFor(cluster *simulate.Cluster, target string, leave []*corev1.Pod) {
+	if len(leave) == 0 {
+		return
 	}
-	var stay, leave []*corev1.Pod
-	for i := range d.in.Pods {
-		p := &d.in.Pods[i]
-		switch {
-		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Spec.NodeName == "":
-		case p.Spec.NodeName == target && movable(p):
-			leave = append(leave, p)
-		default:
-			stay = append(stay, p)
-		}
-	}
-	cluster := simulate.NewCluster(rest, stay)
+	restore := cluster.Snapshot()
+	defer restore()
+	cluster.Cordon(target)
 	for _, p := range leave {
-		replacement := p.DeepCopy()
+		cluster.Remove(p.Namespace, p.Name)
+	}
+	for _, p := range leave {
+		// A shallow copy is enough: Place only reads the pod (and copies
+		// what it keeps).
+		replacement := *p
 		replacement.Spec.NodeName = ""
-		if where, why := cluster.Place(replacement); where == "" {
+		if where, why := cluster.Place(&replacement); where == "" {
 			d.add(Finding{SeverityError, CodeNoRoom, "pod " + p.Namespace + "/" + p.Name, target,
 				"if " + target + " were drained now, this pod could not be placed elsewhere: " + why,
 				"add capacity (or a node the pod tolerates and selects) before draining, or relax its constraints"})
@@ -373,28 +383,6 @@ func (d *diagnosis) leftovers() {
 			}
 		}
 	}
-}
-
-// movable: the pods a drain moves and their controller recreates elsewhere
-// (not naked pods, which are reported as Unreplicated, nor DaemonSet or mirror pods).
-func movable(p *corev1.Pod) bool {
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror || p.DeletionTimestamp != nil {
-		return false
-	}
-	ref := metav1.GetControllerOf(p)
-	return ref != nil && ref.Kind != "DaemonSet"
-}
-
-func doNotDisrupt(p *corev1.Pod) string {
-	switch {
-	case p.Annotations[drain.AnnotationDoNotDisrupt] == "true":
-		return drain.AnnotationDoNotDisrupt + "=true"
-	case p.Annotations["karpenter.sh/do-not-disrupt"] == "true":
-		return "karpenter.sh/do-not-disrupt=true"
-	case p.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false":
-		return "cluster-autoscaler.kubernetes.io/safe-to-evict=false"
-	}
-	return ""
 }
 
 // spotNotice is the notice a spot node's cloud gives before reclaiming it.

@@ -56,7 +56,7 @@ func TestStaticPDBDeadlocksAreFoundAtOnce(t *testing.T) {
 	}{
 		{"min-available-equals-replicas", 1, fixture.MinAvailable("1"), "scale deployment app to 2, or lower minAvailable on PodDisruptionBudget app to 0"},
 		{"max-unavailable-zero", 2, fixture.MaxUnavailable("0"), "raise maxUnavailable on PodDisruptionBudget app to at least 1"},
-		{"min-available-100-percent", 2, fixture.MinAvailable("100%"), "scale deployment app to 3"},
+		{"min-available-100-percent", 2, fixture.MinAvailable("100%"), "lower minAvailable on PodDisruptionBudget app to 50%"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

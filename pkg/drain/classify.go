@@ -11,29 +11,48 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// verdict is what the drain does with a pod.
-type verdict int
+// Verdict is what a drain does with a pod.
+type Verdict int
 
+// Verdicts.
 const (
-	// mustLeave: evict (or delete) the pod.
-	mustLeave verdict = iota
-	// waitGone: the pod is already terminating; wait for it.
-	waitGone
-	// skip: leave the pod on the node; it does not stop the node from draining.
-	skip
-	// refuse: the pod stops the drain until a flag or the pod changes.
-	refuse
-	// hold: the pod cannot leave without a change (it asks not to be
+	// VerdictLeave: the pod must leave the node (evicted, or deleted with
+	// DisableEviction).
+	VerdictLeave Verdict = iota
+	// VerdictWait: the pod is already terminating; the drain waits for it.
+	VerdictWait
+	// VerdictSkip: the pod stays on the node; it does not stop the drain.
+	VerdictSkip
+	// VerdictRefuse: the pod stops the drain until a flag or the pod changes.
+	VerdictRefuse
+	// VerdictHold: the pod cannot leave without a change (it asks not to be
 	// disrupted, or its budget can never allow it); only a deadline overrides.
-	hold
+	VerdictHold
 )
 
-// classification is a verdict with the reason and the sentence a person reads.
-// A mustLeave classification may carry a warning in message.
-type classification struct {
-	verdict verdict
-	reason  Reason
-	message string
+func (v Verdict) String() string {
+	switch v {
+	case VerdictLeave:
+		return "Leave"
+	case VerdictWait:
+		return "Wait"
+	case VerdictSkip:
+		return "Skip"
+	case VerdictRefuse:
+		return "Refuse"
+	case VerdictHold:
+		return "Hold"
+	}
+	return fmt.Sprintf("Verdict(%d)", int(v))
+}
+
+// Classification is a verdict with its reason code and the sentence a person
+// reads. A VerdictLeave classification may carry warnings in Message (what
+// Force or DeleteEmptyDirData will cost) and has no Reason.
+type Classification struct {
+	Verdict Verdict
+	Reason  Reason
+	Message string
 }
 
 // Annotations by which pods opt out of voluntary disruption. sluice honours
@@ -44,85 +63,131 @@ const (
 	annotationSafeToEvict           = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 )
 
-// daemonSetChecker answers whether a DaemonSet exists (a pod whose DaemonSet
-// is gone is an orphan that nothing will recreate).
+// Classify decides what a drain run with opts does with pod, before any
+// budget is consulted: kubectl drain's filters in kubectl's order (already
+// terminating, mirror, finished, DaemonSet, local storage, unreplicated), with
+// sluice's do-not-disrupt check before local storage. The first filter with
+// an opinion decides; warnings from the filters a flag let through are joined
+// into the message.
+//
+// daemonSetExists says whether the named DaemonSet exists: a pod whose
+// DaemonSet is gone is an orphan nothing will recreate. Classify is pure, so
+// tools that predict a drain (sluice doctor) reach the drain's own verdicts
+// from listed objects; the drain engine calls it with a live lookup.
+func Classify(pod *corev1.Pod, opts Options, daemonSetExists func(namespace, name string) bool) Classification {
+	f := filters{opts: &opts, daemonSetExists: daemonSetExists}
+	var warnings []string
+	for _, filter := range []podFilter{f.terminating, f.mirror, f.finished, f.daemonSet, f.doNotDisrupt, f.localStorage, f.unreplicated} {
+		c, decided := filter(pod)
+		if decided {
+			if c.Verdict == VerdictLeave && len(warnings) > 0 {
+				c.Message = strings.Join(append(warnings, c.Message), "; ")
+			}
+			return c
+		}
+		if c.Message != "" {
+			warnings = append(warnings, c.Message)
+		}
+	}
+	return Classification{Verdict: VerdictLeave, Message: strings.Join(warnings, "; ")}
+}
+
+// The engine's own names for the verdicts, and the classification it keeps
+// per pod; budget checks replace it with their own verdicts.
+type verdict = Verdict
+
+const (
+	mustLeave = VerdictLeave
+	waitGone  = VerdictWait
+	skip      = VerdictSkip
+	refuse    = VerdictRefuse
+	hold      = VerdictHold
+)
+
+type classification struct {
+	verdict verdict
+	reason  Reason
+	message string
+}
+
+// daemonSetChecker answers whether a DaemonSet exists, asking the API server.
 type daemonSetChecker func(ctx context.Context, namespace, name string) (bool, error)
 
-// classifier applies kubectl drain's filters, in kubectl's order, plus
-// sluice's do-not-disrupt check. The first filter with an opinion decides.
+// classifier is Classify as the drain engine runs it: DaemonSets are looked
+// up live, and a lookup that fails refuses the pod rather than guessing.
 type classifier struct {
 	opts            *Options
 	daemonSetExists daemonSetChecker
 }
 
-type podFilter func(ctx context.Context, pod *corev1.Pod) (classification, bool)
-
 func (c *classifier) classify(ctx context.Context, pod *corev1.Pod) classification {
-	var warnings []string
-	for _, f := range []podFilter{c.terminating, c.mirror, c.finished, c.daemonSet, c.doNotDisrupt, c.localStorage, c.unreplicated} {
-		v, decided := f(ctx, pod)
-		if decided {
-			if v.verdict == mustLeave && len(warnings) > 0 {
-				v.message = strings.Join(append(warnings, v.message), "; ")
-			}
-			return v
-		}
-		if v.message != "" {
-			warnings = append(warnings, v.message)
-		}
+	var lookup error
+	var daemonSet string
+	v := Classify(pod, *c.opts, func(namespace, name string) bool {
+		exists, err := c.daemonSetExists(ctx, namespace, name)
+		lookup, daemonSet = err, name
+		return exists
+	})
+	if lookup != nil {
+		return classification{verdict: refuse, reason: ReasonError, message: fmt.Sprintf("checking DaemonSet %s: %v", daemonSet, lookup)}
 	}
-	return classification{verdict: mustLeave, message: strings.Join(warnings, "; ")}
+	return classification{verdict: v.Verdict, reason: v.Reason, message: v.Message}
 }
 
-func (c *classifier) terminating(_ context.Context, pod *corev1.Pod) (classification, bool) {
+// filters are Classify's steps. Each returns a decision, or a warning (in
+// Message) and false to let the next filter look.
+type filters struct {
+	opts            *Options
+	daemonSetExists func(namespace, name string) bool
+}
+
+type podFilter func(pod *corev1.Pod) (Classification, bool)
+
+func (f filters) terminating(pod *corev1.Pod) (Classification, bool) {
 	if pod.DeletionTimestamp == nil {
-		return classification{}, false
+		return Classification{}, false
 	}
-	return classification{verdict: waitGone, reason: ReasonTerminating, message: "was already terminating"}, true
+	return Classification{Verdict: VerdictWait, Reason: ReasonTerminating, Message: "was already terminating"}, true
 }
 
-func (c *classifier) mirror(_ context.Context, pod *corev1.Pod) (classification, bool) {
+func (f filters) mirror(pod *corev1.Pod) (Classification, bool) {
 	if _, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; !ok {
-		return classification{}, false
+		return Classification{}, false
 	}
-	return classification{verdict: skip, reason: ReasonMirrorPod, message: "static pod: only the node's kubelet can remove it"}, true
+	return Classification{Verdict: VerdictSkip, Reason: ReasonMirrorPod, Message: "static pod: only the node's kubelet can remove it"}, true
 }
 
 // finished pods hold no workload: they go whatever else is true of them.
-func (c *classifier) finished(_ context.Context, pod *corev1.Pod) (classification, bool) {
+func (f filters) finished(pod *corev1.Pod) (Classification, bool) {
 	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-		return classification{}, false
+		return Classification{}, false
 	}
-	return classification{verdict: mustLeave}, true
+	return Classification{Verdict: VerdictLeave}, true
 }
 
-func (c *classifier) daemonSet(ctx context.Context, pod *corev1.Pod) (classification, bool) {
+func (f filters) daemonSet(pod *corev1.Pod) (Classification, bool) {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || ref.Kind != "DaemonSet" || !strings.HasPrefix(ref.APIVersion, "apps/") {
-		return classification{}, false
+		return Classification{}, false
 	}
-	exists, err := c.daemonSetExists(ctx, pod.Namespace, ref.Name)
-	if err != nil {
-		return classification{verdict: refuse, reason: ReasonError, message: fmt.Sprintf("checking DaemonSet %s: %v", ref.Name, err)}, true
-	}
-	if !exists {
-		if c.opts.Force {
-			return classification{message: fmt.Sprintf("its DaemonSet %s is gone; deleting the orphan (--force)", ref.Name)}, false
+	if !f.daemonSetExists(pod.Namespace, ref.Name) {
+		if f.opts.Force {
+			return Classification{Message: fmt.Sprintf("its DaemonSet %s is gone; deleting the orphan (--force)", ref.Name)}, false
 		}
-		return classification{verdict: refuse, reason: ReasonDaemonSetPod,
-			message: fmt.Sprintf("its DaemonSet %s is gone, so nothing manages it; use --force to delete it", ref.Name)}, true
+		return Classification{Verdict: VerdictRefuse, Reason: ReasonDaemonSetPod,
+			Message: fmt.Sprintf("its DaemonSet %s is gone, so nothing manages it; use --force to delete it", ref.Name)}, true
 	}
-	if c.opts.EvictDaemonSets {
-		return classification{verdict: mustLeave, reason: ReasonDaemonSetPod, message: fmt.Sprintf("managed by DaemonSet %s; evicted last", ref.Name)}, true
+	if f.opts.EvictDaemonSets {
+		return Classification{Verdict: VerdictLeave, Reason: ReasonDaemonSetPod, Message: fmt.Sprintf("managed by DaemonSet %s; evicted last", ref.Name)}, true
 	}
-	if !c.opts.IgnoreDaemonSets {
-		return classification{verdict: refuse, reason: ReasonDaemonSetPod,
-			message: fmt.Sprintf("managed by DaemonSet %s, which would recreate it here; use --ignore-daemonsets to leave it", ref.Name)}, true
+	if !f.opts.IgnoreDaemonSets {
+		return Classification{Verdict: VerdictRefuse, Reason: ReasonDaemonSetPod,
+			Message: fmt.Sprintf("managed by DaemonSet %s, which would recreate it here; use --ignore-daemonsets to leave it", ref.Name)}, true
 	}
-	return classification{verdict: skip, reason: ReasonDaemonSetPod, message: fmt.Sprintf("managed by DaemonSet %s; left on the node", ref.Name)}, true
+	return Classification{Verdict: VerdictSkip, Reason: ReasonDaemonSetPod, Message: fmt.Sprintf("managed by DaemonSet %s; left on the node", ref.Name)}, true
 }
 
-func (c *classifier) doNotDisrupt(_ context.Context, pod *corev1.Pod) (classification, bool) {
+func (f filters) doNotDisrupt(pod *corev1.Pod) (Classification, bool) {
 	var why string
 	switch {
 	case pod.Annotations[AnnotationDoNotDisrupt] == "true":
@@ -132,13 +197,13 @@ func (c *classifier) doNotDisrupt(_ context.Context, pod *corev1.Pod) (classific
 	case pod.Annotations[annotationSafeToEvict] == "false":
 		why = annotationSafeToEvict + "=false"
 	default:
-		return classification{}, false
+		return Classification{}, false
 	}
-	return classification{verdict: hold, reason: ReasonDoNotDisrupt,
-		message: fmt.Sprintf("annotated %s; remove the annotation, or drain with a --deadline to have it deleted when time runs out", why)}, true
+	return Classification{Verdict: VerdictHold, Reason: ReasonDoNotDisrupt,
+		Message: fmt.Sprintf("annotated %s; remove the annotation, or drain with a --deadline to have it deleted when time runs out", why)}, true
 }
 
-func (c *classifier) localStorage(_ context.Context, pod *corev1.Pod) (classification, bool) {
+func (f filters) localStorage(pod *corev1.Pod) (Classification, bool) {
 	var names []string
 	for _, v := range pod.Spec.Volumes {
 		if v.EmptyDir != nil {
@@ -146,24 +211,24 @@ func (c *classifier) localStorage(_ context.Context, pod *corev1.Pod) (classific
 		}
 	}
 	if len(names) == 0 {
-		return classification{}, false
+		return Classification{}, false
 	}
-	if c.opts.DeleteEmptyDirData {
-		return classification{message: fmt.Sprintf("emptyDir data (%s) is deleted", strings.Join(names, ", "))}, false
+	if f.opts.DeleteEmptyDirData {
+		return Classification{Message: fmt.Sprintf("emptyDir data (%s) is deleted", strings.Join(names, ", "))}, false
 	}
-	return classification{verdict: refuse, reason: ReasonLocalStorage,
-		message: fmt.Sprintf("uses emptyDir %s, whose data would be lost; use --delete-emptydir-data to evict it anyway", strings.Join(names, ", "))}, true
+	return Classification{Verdict: VerdictRefuse, Reason: ReasonLocalStorage,
+		Message: fmt.Sprintf("uses emptyDir %s, whose data would be lost; use --delete-emptydir-data to evict it anyway", strings.Join(names, ", "))}, true
 }
 
-func (c *classifier) unreplicated(_ context.Context, pod *corev1.Pod) (classification, bool) {
+func (f filters) unreplicated(pod *corev1.Pod) (Classification, bool) {
 	if metav1.GetControllerOf(pod) != nil {
-		return classification{}, false
+		return Classification{}, false
 	}
-	if c.opts.Force {
-		return classification{message: "no controller: it is not recreated (--force)"}, false
+	if f.opts.Force {
+		return Classification{Message: "no controller: it is not recreated (--force)"}, false
 	}
-	return classification{verdict: refuse, reason: ReasonUnreplicated,
-		message: "has no controller, so nothing would recreate it; use --force to evict it anyway"}, true
+	return Classification{Verdict: VerdictRefuse, Reason: ReasonUnreplicated,
+		Message: "has no controller, so nothing would recreate it; use --force to evict it anyway"}, true
 }
 
 // cachedDaemonSets answers DaemonSet existence with one GET per DaemonSet.

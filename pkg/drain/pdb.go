@@ -10,7 +10,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // budgetsFor returns the PodDisruptionBudgets in the pod's namespace whose
@@ -55,21 +54,7 @@ func staticDeadlock(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) (classif
 	if st.DisruptionsAllowed > 0 || st.DesiredHealthy < st.ExpectedPods {
 		return classification{}, false
 	}
-	workload := workloadOf(pod)
-	var rule, fix string
-	switch {
-	case pdb.Spec.MaxUnavailable != nil:
-		rule = fmt.Sprintf("maxUnavailable %s", pdb.Spec.MaxUnavailable.String())
-		fix = fmt.Sprintf("raise maxUnavailable on PodDisruptionBudget %s to at least 1", pdb.Name)
-	case pdb.Spec.MinAvailable != nil && pdb.Spec.MinAvailable.Type == intstr.String:
-		rule = fmt.Sprintf("minAvailable %s", pdb.Spec.MinAvailable.String())
-		fix = fmt.Sprintf("scale %s to %d, or lower minAvailable on PodDisruptionBudget %s so it rounds below %d",
-			workload, st.DesiredHealthy+1, pdb.Name, st.ExpectedPods)
-	default:
-		rule = fmt.Sprintf("minAvailable %d", st.DesiredHealthy)
-		fix = fmt.Sprintf("scale %s to %d, or lower minAvailable on PodDisruptionBudget %s to %d",
-			workload, st.DesiredHealthy+1, pdb.Name, st.ExpectedPods-1)
-	}
+	rule, fix := remedy(pdb.Spec, st.ExpectedPods, pdb.Name, workloadOf(pod))
 	return classification{verdict: hold, reason: ReasonPDBDeadlock, message: fmt.Sprintf(
 		"PodDisruptionBudget %s (%s) needs %d healthy of %d pods, so it never allows an eviction: %s",
 		pdb.Name, rule, st.DesiredHealthy, st.ExpectedPods, fix)}, true

@@ -33,7 +33,8 @@ func (ix *index) matches(pod *corev1.Pod) bool {
 	return ix.selector.Matches(labels.Set(pod.Labels))
 }
 
-func (ix *index) add(pod *corev1.Pod, ns *nodeState) {
+// add counts a pod placed on ns (delta 1) or removed from it (delta -1).
+func (ix *index) add(pod *corev1.Pod, ns *nodeState, delta int) {
 	if !ix.matches(pod) {
 		return
 	}
@@ -44,8 +45,8 @@ func (ix *index) add(pod *corev1.Pod, ns *nodeState) {
 			return
 		}
 	}
-	ix.counts[key]++
-	ix.total++
+	ix.counts[key] += delta
+	ix.total += delta
 }
 
 // indexFor returns the index for namespaces, selector and topology key ("" to
@@ -66,11 +67,53 @@ func (c *Cluster) indexFor(namespaces map[string]bool, sel labels.Selector, topo
 	ix := &index{namespaces: namespaces, selector: sel, topologyKey: topologyKey, counts: map[string]int{}}
 	for _, p := range c.pods {
 		if ns, ok := c.byName[p.Spec.NodeName]; ok {
-			ix.add(p, ns)
+			ix.add(p, ns, 1)
 		}
 	}
 	c.indexes[key] = ix
+	c.buckets.file(ix)
 	return ix
+}
+
+// indexBuckets file indexes under a label a pod must carry to match them
+// ("app=web"), so adding or removing a pod touches only the indexes it might
+// count in, not every index the cluster has built.
+type indexBuckets struct {
+	byLabel map[string][]*index // key=value -> indexes
+	any     []*index            // selectors that require no particular value
+}
+
+func (b *indexBuckets) file(ix *index) {
+	if reqs, ok := ix.selector.Requirements(); ok {
+		for _, r := range reqs {
+			if op := r.Operator(); op == selection.Equals || op == selection.DoubleEquals || op == selection.In {
+				if b.byLabel == nil {
+					b.byLabel = map[string][]*index{}
+				}
+				for _, v := range r.Values().UnsortedList() {
+					b.byLabel[r.Key()+"="+v] = append(b.byLabel[r.Key()+"="+v], ix)
+				}
+				return
+			}
+		}
+	}
+	b.any = append(b.any, ix)
+}
+
+// each calls f with every index pod might count in, once each (a pod has one
+// value per label, so it meets an index in one bucket at most).
+func (b *indexBuckets) each(pod *corev1.Pod, f func(*index)) {
+	for _, ix := range b.any {
+		f(ix)
+	}
+	if len(b.byLabel) == 0 {
+		return
+	}
+	for k, v := range pod.Labels {
+		for _, ix := range b.byLabel[k+"="+v] {
+			f(ix)
+		}
+	}
 }
 
 // termScope resolves an affinity term's namespaces, relative to the pod that
@@ -178,7 +221,9 @@ type antiGroup struct {
 	counts      map[string]int
 }
 
-func (c *Cluster) addAnti(pod *corev1.Pod, ns *nodeState) {
+// addAnti counts a placed pod's anti-affinity terms (delta 1), or a removed
+// pod's (delta -1).
+func (c *Cluster) addAnti(pod *corev1.Pod, ns *nodeState, delta int) {
 	for _, term := range pod.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
 		domain, ok := ns.node.Labels[term.TopologyKey]
 		if !ok {
@@ -192,7 +237,7 @@ func (c *Cluster) addAnti(pod *corev1.Pod, ns *nodeState) {
 			g = &antiGroup{scope: scope, selector: sel, topologyKey: term.TopologyKey, counts: map[string]int{}}
 			c.anti[key] = g
 		}
-		g.counts[domain]++
+		g.counts[domain] += delta
 	}
 }
 

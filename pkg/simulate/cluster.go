@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,37 +36,60 @@ type Failure struct {
 	Detail string
 }
 
-// Cluster is a set of nodes and the pods bound to them. Place adds pods; the
-// Cluster is not safe for concurrent use.
+// Cluster is a set of nodes and the pods bound to them. Place adds pods,
+// Remove takes them away and Cordon closes nodes; Snapshot undoes all three,
+// so one Cluster can answer many "what if" questions. A Cluster is not safe
+// for concurrent use.
 type Cluster struct {
 	nodes   []*nodeState
 	byName  map[string]*nodeState
 	pods    []*corev1.Pod         // every placed pod, for building indexes
+	loads   []load                // what each of pods holds on its node, to give back
+	slots   map[string]int        // namespace/name -> position in pods
 	indexes map[string]*index     // matching-pod counts, built on first use
+	buckets indexBuckets          // the same indexes, by the label a pod must carry to count
 	cursors map[string]int        // pod shape -> first node that may still fit it
 	anti    map[string]*antiGroup // placed pods' required anti-affinity terms, grouped
+	journal []change              // what to undo, while a snapshot is open
+	open    int                   // snapshots not yet restored
 }
 
 type nodeState struct {
 	node        *corev1.Node
+	cordoned    bool // by Cordon; the Node object is the caller's and stays untouched
 	allocatable map[corev1.ResourceName]int64
 	requested   map[corev1.ResourceName]int64
 	pods        int
-	ports       map[string]bool
+	ports       map[string]int // host ports in use, with how many pods hold each
+}
+
+// load is what a pod takes of its node.
+type load struct {
+	requests map[corev1.ResourceName]int64
+	ports    []portKey
+}
+
+// change is one step Snapshot's restore undoes.
+type change struct {
+	node    *nodeState
+	pod     *corev1.Pod // added, or removed when removed is set
+	load    load        // a removed pod's, to put back
+	removed bool
+	cordon  bool // the node was cordoned
 }
 
 // NewCluster builds a cluster from nodes and the pods bound to them (pods with
 // no spec.nodeName, or on unknown nodes, and finished pods are ignored).
 func NewCluster(nodes []*corev1.Node, pods []*corev1.Pod) *Cluster {
-	c := &Cluster{byName: map[string]*nodeState{}, indexes: map[string]*index{}, cursors: map[string]int{}, anti: map[string]*antiGroup{}}
+	c := &Cluster{byName: map[string]*nodeState{}, slots: map[string]int{}, indexes: map[string]*index{}, cursors: map[string]int{}, anti: map[string]*antiGroup{}}
 	for _, n := range nodes {
-		ns := &nodeState{node: n, allocatable: quantities(n.Status.Allocatable), requested: map[corev1.ResourceName]int64{}, ports: map[string]bool{}}
+		ns := &nodeState{node: n, allocatable: quantities(n.Status.Allocatable), requested: map[corev1.ResourceName]int64{}, ports: map[string]int{}}
 		c.nodes = append(c.nodes, ns)
 		c.byName[n.Name] = ns
 	}
 	for _, p := range pods {
 		if ns, ok := c.byName[p.Spec.NodeName]; ok && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			c.add(p, ns)
+			c.add(p, ns, loadOf(p))
 		}
 	}
 	return c
@@ -100,7 +124,8 @@ func (c *Cluster) Place(pod *corev1.Pod) (string, string) {
 			}
 			placed := pod.DeepCopy()
 			placed.Spec.NodeName = ns.node.Name
-			c.add(placed, ns)
+			c.add(placed, ns, info.load)
+			c.record(change{node: ns, pod: placed})
 			return ns.node.Name, ""
 		}
 		// Nodes before the cursor failed this shape for good: pods only ever
@@ -114,6 +139,75 @@ func (c *Cluster) Place(pod *corev1.Pod) (string, string) {
 		tally[c.check(pod, c.nodes[i], info)[0].Detail]++
 	}
 	return "", summarize(len(c.nodes), tally)
+}
+
+// Remove takes the pod with this namespace and name off its node, as if it
+// were deleted, and reports whether the cluster held it. Pods are known by
+// namespace and name, as in the API server.
+func (c *Cluster) Remove(namespace, name string) bool {
+	i, ok := c.slots[namespace+"/"+name]
+	if !ok {
+		return false
+	}
+	pod, l := c.pods[i], c.loads[i]
+	ns := c.byName[pod.Spec.NodeName]
+	c.remove(pod, ns)
+	c.record(change{node: ns, pod: pod, load: l, removed: true})
+	return true
+}
+
+// Cordon marks the named node unschedulable, as kubectl cordon does, and
+// reports whether the node exists.
+func (c *Cluster) Cordon(node string) bool {
+	ns, ok := c.byName[node]
+	if !ok {
+		return false
+	}
+	if !ns.cordoned {
+		ns.cordoned = true
+		c.record(change{node: ns, cordon: true})
+	}
+	return true
+}
+
+// Snapshot returns a function that puts the cluster back as it is now,
+// undoing every Place, Remove and Cordon since; asking "if this node were
+// drained" of each node in turn then costs the pods that move, not a new
+// Cluster. Snapshots nest: restore the inner one first.
+func (c *Cluster) Snapshot() (restore func()) {
+	mark := len(c.journal)
+	cursors := make(map[string]int, len(c.cursors))
+	for k, v := range c.cursors {
+		cursors[k] = v
+	}
+	c.open++
+	done := false
+	return func() {
+		if done {
+			return
+		}
+		done = true
+		for i := len(c.journal) - 1; i >= mark; i-- {
+			switch ch := c.journal[i]; {
+			case ch.cordon:
+				ch.node.cordoned = false
+			case ch.removed:
+				c.add(ch.pod, ch.node, ch.load)
+			default:
+				c.remove(ch.pod, ch.node)
+			}
+		}
+		c.journal = c.journal[:mark]
+		// The cluster is as it was, so the cursors that held then hold again.
+		c.cursors = cursors
+		c.open--
+	}
+}
+
+func (c *Cluster) record(ch change) {
+	if c.open > 0 {
+		c.journal = append(c.journal, ch)
+	}
 }
 
 // Nodes returns the node names in the order Place tries them.
@@ -131,7 +225,7 @@ func (c *Cluster) check(pod *corev1.Pod, ns *nodeState, info *podInfo) []Failure
 	if pod.Spec.NodeName != "" && pod.Spec.NodeName != n.Name {
 		out = append(out, Failure{ReasonNodeName, "node(s) didn't match the requested node name"})
 	}
-	if n.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(pod.Spec.Tolerations, &unschedulableTaint) {
+	if (n.Spec.Unschedulable || ns.cordoned) && !corev1helpers.TolerationsTolerateTaint(pod.Spec.Tolerations, &unschedulableTaint) {
 		out = append(out, Failure{ReasonUnschedulable, "node(s) were unschedulable"})
 	}
 	if taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(n.Spec.Taints, pod.Spec.Tolerations, hardTaint); untolerated {
@@ -177,7 +271,7 @@ func (ns *nodeState) fits(req map[corev1.ResourceName]int64) []Failure {
 }
 
 func (ns *nodeState) portTaken(p portKey) bool {
-	if ns.ports[p.key(p.ip)] {
+	if ns.ports[p.key(p.ip)] > 0 {
 		return true
 	}
 	if p.ip == "0.0.0.0" { // a wildcard conflicts with any address on the port
@@ -188,32 +282,80 @@ func (ns *nodeState) portTaken(p portKey) bool {
 		}
 		return false
 	}
-	return ns.ports[p.key("0.0.0.0")]
+	return ns.ports[p.key("0.0.0.0")] > 0
 }
 
-func (c *Cluster) add(pod *corev1.Pod, ns *nodeState) {
-	info := newPodInfo(pod)
+func (c *Cluster) add(pod *corev1.Pod, ns *nodeState, l load) {
 	ns.pods++
-	for r, q := range info.requests {
+	for r, q := range l.requests {
 		ns.requested[r] += q
 	}
-	for _, p := range info.ports {
-		ns.ports[p.key(p.ip)] = true
+	for _, p := range l.ports {
+		ns.ports[p.key(p.ip)]++
 	}
+	c.slots[pod.Namespace+"/"+pod.Name] = len(c.pods)
 	c.pods = append(c.pods, pod)
+	c.loads = append(c.loads, l)
 	if hasRequiredAnti(pod) {
-		c.addAnti(pod, ns)
+		c.addAnti(pod, ns, 1)
 	}
-	for _, ix := range c.indexes {
-		ix.add(pod, ns)
+	c.buckets.each(pod, func(ix *index) { ix.add(pod, ns, 1) })
+}
+
+// remove is add undone.
+func (c *Cluster) remove(pod *corev1.Pod, ns *nodeState) {
+	i := c.position(pod)
+	if i < 0 {
+		return
+	}
+	l := c.loads[i]
+	ns.pods--
+	for r, q := range l.requests {
+		ns.requested[r] -= q
+	}
+	for _, p := range l.ports {
+		k := p.key(p.ip)
+		if ns.ports[k]--; ns.ports[k] <= 0 {
+			delete(ns.ports, k)
+		}
+	}
+	c.forget(i)
+	if hasRequiredAnti(pod) {
+		c.addAnti(pod, ns, -1)
+	}
+	c.buckets.each(pod, func(ix *index) { ix.add(pod, ns, -1) })
+	// A cursor says the nodes before it can never take its shape, which
+	// held only while pods were added.
+	c.cursors = map[string]int{}
+}
+
+// position finds pod in c.pods; -1 if it is not there.
+func (c *Cluster) position(pod *corev1.Pod) int {
+	if i, ok := c.slots[pod.Namespace+"/"+pod.Name]; ok && c.pods[i] == pod {
+		return i
+	}
+	return slices.Index(c.pods, pod) // two pods given one name: the slot knows only the later
+}
+
+// forget drops the pod at position i from the list indexes are built from.
+func (c *Cluster) forget(i int) {
+	pod := c.pods[i]
+	if key := pod.Namespace + "/" + pod.Name; c.slots[key] == i {
+		delete(c.slots, key)
+	}
+	last := len(c.pods) - 1
+	moved := c.pods[last]
+	c.pods[i], c.loads[i] = moved, c.loads[last]
+	c.pods, c.loads = c.pods[:last], c.loads[:last]
+	if movedKey := moved.Namespace + "/" + moved.Name; i != last && c.slots[movedKey] == last {
+		c.slots[movedKey] = i
 	}
 }
 
 // podInfo is what the filters need of a pod, computed once per Place.
 type podInfo struct {
-	requests       map[corev1.ResourceName]int64
+	load
 	affinity       nodeaffinity.RequiredNodeAffinity
-	ports          []portKey
 	hasPodAffinity bool
 	spread         []corev1.TopologySpreadConstraint
 	// Computed on first use within one Place, while the cluster cannot change:
@@ -228,17 +370,7 @@ type podInfo struct {
 }
 
 func newPodInfo(pod *corev1.Pod) *podInfo {
-	info := &podInfo{
-		requests: quantities(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})),
-		affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
-	}
-	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		for _, p := range c.Ports {
-			if p.HostPort > 0 {
-				info.ports = append(info.ports, newPortKey(p))
-			}
-		}
-	}
+	info := &podInfo{load: loadOf(pod), affinity: nodeaffinity.GetRequiredNodeAffinity(pod)}
 	a := pod.Spec.Affinity
 	info.hasPodAffinity = (a != nil && ((a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) ||
 		(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)))
@@ -251,6 +383,18 @@ func newPodInfo(pod *corev1.Pod) *podInfo {
 		info.shape = shapeOf(pod, info)
 	}
 	return info
+}
+
+func loadOf(pod *corev1.Pod) load {
+	l := load{requests: quantities(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))}
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, p := range c.Ports {
+			if p.HostPort > 0 {
+				l.ports = append(l.ports, newPortKey(p))
+			}
+		}
+	}
+	return l
 }
 
 // shapeOf is a key for pods that every node-local filter treats alike.
