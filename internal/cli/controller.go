@@ -14,8 +14,8 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/controller"
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
-	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/internal/termination"
 )
 
 type controllerFlags struct {

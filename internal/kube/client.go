@@ -10,16 +10,21 @@ import (
 )
 
 // ClientFlags are kubectl's connection flags: --kubeconfig (falling back to
-// $KUBECONFIG and ~/.kube/config) and --context.
+// $KUBECONFIG and ~/.kube/config) and --context, with the client's rate
+// limits.
 type ClientFlags struct {
 	Kubeconfig string
 	Context    string
+	QPS        float32
+	Burst      int
 }
 
 // AddFlags registers the flags.
 func (f *ClientFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&f.Context, "context", "", "the kubeconfig context to use")
+	fs.Float32Var(&f.QPS, "kube-api-qps", 100, "requests per second to the API server, on average")
+	fs.IntVar(&f.Burst, "kube-api-burst", 200, "requests to the API server in a burst above --kube-api-qps")
 }
 
 // RESTConfig loads the client configuration the flags describe.
@@ -30,7 +35,16 @@ func (f *ClientFlags) RESTConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	if f.QPS < 0 || f.Burst < 0 {
+		return nil, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d: both must be positive", f.QPS, f.Burst)
+	}
 	cfg.QPS, cfg.Burst = 100, 200
+	if f.QPS > 0 {
+		cfg.QPS = f.QPS
+	}
+	if f.Burst > 0 {
+		cfg.Burst = f.Burst
+	}
 	cfg.UserAgent = "sluice"
 	return cfg, nil
 }

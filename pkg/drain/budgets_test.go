@@ -404,7 +404,7 @@ func TestClaimsResumeAbandonedDrainsAndRefuseConcurrentOnes(t *testing.T) {
 	live, _ := json.Marshal(map[string]any{"id": "other", "holder": "sluice drain@elsewhere", "started": time.Now(), "renewed": time.Now()})
 	for i, claim := range [][]byte{stale, live} {
 		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"annotations": map[string]string{drain.AnnotationDrain: string(claim), drain.AnnotationCordonedBy: "sluice"}},
+			"metadata": map[string]any{"annotations": map[string]string{drain.AnnotationDrain: string(claim), drain.AnnotationCordonedBy: drain.OwnerCLI}},
 			"spec":     map[string]any{"unschedulable": true},
 		})
 		if _, err := s.env.Client.CoreV1().Nodes().Patch(ctx, s.nodes[i], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -417,7 +417,7 @@ func TestClaimsResumeAbandonedDrainsAndRefuseConcurrentOnes(t *testing.T) {
 	if !strings.Contains(n.Message, "being drained by sluice drain@elsewhere") {
 		t.Errorf("live claim: message %q; want it to name the other drain", n.Message)
 	}
-	if got := s.getNode(t, s.nodes[0]).Annotations[drain.AnnotationCordonedBy]; got != "sluice" {
+	if got := s.getNode(t, s.nodes[0]).Annotations[drain.AnnotationCordonedBy]; got != drain.OwnerCLI {
 		t.Errorf("resumed node lost its cordoned-by record: %q", got)
 	}
 	if got := s.getNode(t, s.nodes[1]).Annotations[drain.AnnotationDrain]; got != string(live) {

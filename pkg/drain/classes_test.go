@@ -57,8 +57,8 @@ func TestDrainMovesEveryClassWithKubectlsFlags(t *testing.T) {
 	d.expect(t, "lonely", want{outcome: drain.PodEvicted, message: "no controller"})
 
 	n := s.getNode(t, node)
-	if !n.Spec.Unschedulable || n.Annotations[drain.AnnotationCordonedBy] != "sluice" {
-		t.Errorf("node after drain: unschedulable=%v cordoned-by=%q; want cordoned, by sluice", n.Spec.Unschedulable, n.Annotations[drain.AnnotationCordonedBy])
+	if !n.Spec.Unschedulable || n.Annotations[drain.AnnotationCordonedBy] != drain.OwnerCLI {
+		t.Errorf("node after drain: unschedulable=%v cordoned-by=%q; want cordoned, by sluice drain (cli)", n.Spec.Unschedulable, n.Annotations[drain.AnnotationCordonedBy])
 	}
 	if _, ok := n.Annotations[drain.AnnotationDrain]; ok {
 		t.Errorf("node after drain still carries the claim %s", drain.AnnotationDrain)

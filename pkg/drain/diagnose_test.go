@@ -26,13 +26,13 @@ func TestDiagnoseBlockedTellsAStartFromADeadlock(t *testing.T) {
 		reason  Reason
 		message string
 	}{
-		{"running, not ready for 10s", pdb, unready(now, 10*time.Second, nil), ReasonPDBBlocked, "waiting for p (Running, not Ready yet; its probes allow 50s more) to become Ready"},
+		{"running, not ready for 10s", pdb, unready(now, 10*time.Second, nil), ReasonPDBWaitingForPods, "waiting for p (Running, not Ready yet; its probes allow 50s more) to become Ready"},
 		{"not ready longer than the minimum window", pdb, unready(now, 90*time.Second, nil), ReasonPDBDeadlock, "p is Running but not Ready"},
-		{"a long readiness probe widens the window", pdb, unready(now, 90*time.Second, probe), ReasonPDBBlocked, "allow 30s more"},
-		{"a startup probe adds to it", pdb, unready(now, 210*time.Second, probe, withStartup(probe)), ReasonPDBBlocked, "allow 30s more"},
+		{"a long readiness probe widens the window", pdb, unready(now, 90*time.Second, probe), ReasonPDBWaitingForPods, "allow 30s more"},
+		{"a startup probe adds to it", pdb, unready(now, 210*time.Second, probe, withStartup(probe)), ReasonPDBWaitingForPods, "allow 30s more"},
 		{"crash-looping is not a start", pdb, unready(now, 5*time.Second, nil, crashLooping), ReasonPDBDeadlock, "Running but not Ready"},
 		{"stuck but AlwaysAllow: the budget recovers by evicting it", alwaysAllow, unready(now, 10*time.Minute, nil), ReasonPDBBlocked, "waiting for the budget to recover"},
-		{"pending on a node", pdb, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}, ReasonPDBBlocked, "waiting for p to become Ready"},
+		{"pending on a node", pdb, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}, ReasonPDBWaitingForPods, "waiting for p to become Ready"},
 		{"unschedulable", pdb, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"}}}}, ReasonPDBDeadlock, "cannot be scheduled (0/3 nodes are available)"},
 	} {

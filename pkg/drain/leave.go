@@ -291,7 +291,7 @@ func (nd *nodeDrain) forcePoint(st *podState) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	switch st.reason {
-	case ReasonPDBBlocked, ReasonPDBDeadlock, ReasonMultiplePDBs, ReasonDoNotDisrupt:
+	case ReasonPDBBlocked, ReasonPDBWaitingForPods, ReasonPDBDeadlock, ReasonMultiplePDBs, ReasonDoNotDisrupt:
 	default:
 		// An admission denial or an API error is not ours to override.
 		return time.Time{}, false

@@ -134,7 +134,7 @@ func TestSlowStartingReplacementsAreWaitedForNotCalledADeadlock(t *testing.T) {
 		if p.Reason == drain.ReasonPDBDeadlock {
 			t.Errorf("reported a deadlock while replacements were starting: %s", p.Message)
 		}
-		if p.Reason == drain.ReasonPDBBlocked && strings.Contains(p.Message, "to become Ready") {
+		if p.Reason == drain.ReasonPDBWaitingForPods && strings.Contains(p.Message, "to become Ready") {
 			waited = true
 		}
 	}

@@ -104,7 +104,7 @@ func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod, n
 		return ReasonPDBDeadlock, fmt.Sprintf("%s; replacement %s cannot be scheduled (%s): add capacity or relax its constraints",
 			need, strings.Join(unschedulable, ", "), schedulerSays)
 	case len(starting) > 0:
-		return ReasonPDBBlocked, fmt.Sprintf("%s; waiting for %s to become Ready", need, strings.Join(starting, ", "))
+		return ReasonPDBWaitingForPods, fmt.Sprintf("%s; waiting for %s to become Ready", need, strings.Join(starting, ", "))
 	case len(notReady) > 0 && policy == policyv1.IfHealthyBudget:
 		return ReasonPDBDeadlock, fmt.Sprintf("%s; %s %s Running but not Ready and the budget's unhealthyPodEvictionPolicy is IfHealthyBudget: "+
 			"fix their readiness, or set unhealthyPodEvictionPolicy: AlwaysAllow", need, strings.Join(notReady, ", "), isAre(len(notReady)))

@@ -22,6 +22,11 @@ const (
 	ReasonLocalStorage Reason = "LocalStorage"
 	// ReasonPDBBlocked: a PodDisruptionBudget allows no disruption right now.
 	ReasonPDBBlocked Reason = "PDBBlocked"
+	// ReasonPDBWaitingForPods: a PodDisruptionBudget allows no disruption
+	// while some of its pods are still starting (Pending, or Running and not
+	// yet Ready within what their probes allow); the drain waits for them, as
+	// a rollout needs.
+	ReasonPDBWaitingForPods Reason = "PDBWaitingForPods"
 	// ReasonPDBDeadlock: a PodDisruptionBudget will not allow a disruption without a change.
 	ReasonPDBDeadlock Reason = "PDBDeadlock"
 	// ReasonMultiplePDBs: more than one budget selects the pod; the API server refuses to evict it.

@@ -113,4 +113,3 @@ func (c *Controller) count(st state, outcome string) {
 		c.opts.Metrics.Drains.WithLabelValues(string(st.Type), outcome).Inc()
 	}
 }
-

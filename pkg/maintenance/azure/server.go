@@ -44,6 +44,19 @@ func (s *Server) Finish(id string) {
 	}
 }
 
+// Move changes a scheduled event's NotBefore, as the platform does when it
+// reschedules maintenance (the document's incarnation changes with it).
+func (s *Server) Move(id, notBefore string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.doc.Events {
+		if s.doc.Events[i].EventID == id {
+			s.doc.Events[i].NotBefore = notBefore
+			s.doc.DocumentIncarnation++
+		}
+	}
+}
+
 // Start moves an event to Started, as the platform does at NotBefore.
 func (s *Server) Start(id string) {
 	s.mu.Lock()
