@@ -12,7 +12,7 @@ LDFLAGS       := -X github.com/sluice-dev/sluice/internal/version.Version=$(VERS
 GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # Each integration test package starts its own control plane; two at a time fit
 # a 2-core machine comfortably.
-TEST_FLAGS    ?= -count=1 -p 2 -timeout 30m
+TEST_FLAGS    ?= -race -count=1 -p 2 -timeout 45m
 
 .PHONY: build tools test unit bench demo demo-down lint fmt clean
 

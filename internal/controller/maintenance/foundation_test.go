@@ -275,6 +275,7 @@ func createPool(t *testing.T, dyn dynamic.Interface, name string, spec map[strin
 	if _, err := dyn.Resource(v1alpha1.NodePoolResource).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating NodePool %s: %v", name, err)
 	}
-	t.Cleanup(func() { _ = dyn.Resource(v1alpha1.NodePoolResource).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = dyn.Resource(v1alpha1.NodePoolResource).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
-
