@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,18 +81,27 @@ func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *core
 // errClaimLost means another drain has taken the node over.
 var errClaimLost = errors.New("the drain claim on the node is no longer this drain's")
 
-// rewriteClaim replaces our claim on the node with c, or removes it when c is
-// nil, but only while the claim is still ours: a drain whose renewals failed
-// long enough for another to take over must not overwrite or delete that
-// drain's claim. The patch is conditional on the node's resourceVersion.
-func rewriteClaim(ctx context.Context, client kubernetes.Interface, nodeName, id string, c *claim) error {
+// rewriteClaim replaces our claim on the node with next, or removes it when
+// next is nil, but only while the claim is still ours: a drain whose renewals
+// failed long enough for another to take over must not overwrite or delete
+// that drain's claim. When the caller knows the claim as last written (last),
+// one JSON patch tests that it is still there and replaces it, so a renewal
+// costs one request; otherwise, or when the test fails (a write we thought
+// had failed went through), it reads the node and patches conditionally on its
+// resourceVersion.
+func rewriteClaim(ctx context.Context, client kubernetes.Interface, nodeName, id string, last, next *claim) error {
 	var value any // JSON null removes the annotation
-	if c != nil {
-		data, err := json.Marshal(c)
+	if next != nil {
+		data, err := json.Marshal(next)
 		if err != nil {
 			return fmt.Errorf("encoding claim: %w", err)
 		}
 		value = string(data)
+	}
+	if last != nil {
+		if err := testAndSetClaim(ctx, client, nodeName, *last, value); err == nil {
+			return nil
+		}
 	}
 	var err error
 	for range 3 {
@@ -109,6 +119,28 @@ func rewriteClaim(ctx context.Context, client kubernetes.Interface, nodeName, id
 			return err
 		}
 	}
+	return err
+}
+
+// testAndSetClaim replaces (or, for a nil value, removes) the claim in one
+// JSON patch that first tests it still reads as last.
+func testAndSetClaim(ctx context.Context, client kubernetes.Interface, nodeName string, last claim, value any) error {
+	old, err := json.Marshal(last)
+	if err != nil {
+		return fmt.Errorf("encoding claim: %w", err)
+	}
+	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(AnnotationDrain, "~", "~0"), "/", "~1")
+	ops := []map[string]any{{"op": "test", "path": path, "value": string(old)}}
+	if value == nil {
+		ops = append(ops, map[string]any{"op": "remove", "path": path})
+	} else {
+		ops = append(ops, map[string]any{"op": "replace", "path": path, "value": value})
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("encoding patch for node %s: %w", nodeName, err)
+	}
+	_, err = client.CoreV1().Nodes().Patch(ctx, nodeName, types.JSONPatchType, data, metav1.PatchOptions{})
 	return err
 }
 

@@ -154,9 +154,20 @@ type run struct {
 
 type diagnosis struct {
 	at      time.Time
+	version string // the budget's resourceVersion it was made from
 	reason  Reason
 	message string
 }
+
+// Diagnoses of a held budget are reused while the budget's status has not
+// changed, for at most diagnosisMaxAge (a pod's start window can run out
+// without any change), and for at least diagnosisMinAge. Each look costs one
+// request when the drain has no shared pod view, and a busy cluster holds
+// budgets longer: this keeps the count from growing with the wait.
+const (
+	diagnosisMinAge = 5 * time.Second
+	diagnosisMaxAge = 30 * time.Second
+)
 
 func (d *Drainer) newRun(ctx context.Context, start time.Time) (*run, error) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -219,15 +230,18 @@ func (r *run) budgets() []*policyv1.PodDisruptionBudget {
 func (r *run) diagnose(ctx context.Context, pdb *policyv1.PodDisruptionBudget) (Reason, string) {
 	key := pdb.Namespace + "/" + pdb.Name
 	now := r.clock.Now()
-	r.diagMu.Lock()
-	if d, ok := r.diags[key]; ok && now.Sub(d.at) < 5*time.Second {
-		r.diagMu.Unlock()
-		return d.reason, d.message
-	}
-	r.diagMu.Unlock()
 	if fresh, err := r.pdbs.PodDisruptionBudgets(pdb.Namespace).Get(pdb.Name); err == nil {
 		pdb = fresh
 	}
+	r.diagMu.Lock()
+	if d, ok := r.diags[key]; ok {
+		age := now.Sub(d.at)
+		if age < diagnosisMinAge || age < diagnosisMaxAge && d.version == pdb.ResourceVersion {
+			r.diagMu.Unlock()
+			return d.reason, d.message
+		}
+	}
+	r.diagMu.Unlock()
 	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 	if err != nil {
 		return ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s has an invalid selector: %v", pdb.Name, err)
@@ -242,7 +256,7 @@ func (r *run) diagnose(ctx context.Context, pdb *policyv1.PodDisruptionBudget) (
 		reason, message = diagnoseBlocked(pdb, selected, now)
 	}
 	r.diagMu.Lock()
-	r.diags[key] = diagnosis{at: now, reason: reason, message: message}
+	r.diags[key] = diagnosis{at: now, version: pdb.ResourceVersion, reason: reason, message: message}
 	r.diagMu.Unlock()
 	return reason, message
 }

@@ -150,7 +150,7 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	renewDone()
 	releaseCtx, releaseCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer releaseCancel()
-	releaseErr := rewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nil)
+	releaseErr := rewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nd.lastClaim(), nil)
 
 	rep := nd.report(NodeDrained, "", true)
 	// Every pod that did not leave is named with its reason, in the report,
@@ -336,21 +336,36 @@ func (nd *nodeDrain) keepClaim(ctx context.Context) func() {
 		defer close(done)
 		ticker := nd.clock.NewTicker(claimRenew)
 		defer ticker.Stop()
-		c := nd.claim
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-ticker.C():
-				c.Renewed = nd.clock.Now()
+				last := nd.lastClaim()
+				next := *last
+				next.Renewed = nd.clock.Now()
 				// A missed renewal is retried on the next tick; a lost claim ends renewal.
-				if err := rewriteClaim(ctx, nd.client, nd.name, nd.id, &c); errors.Is(err, errClaimLost) {
+				err := rewriteClaim(ctx, nd.client, nd.name, nd.id, last, &next)
+				if errors.Is(err, errClaimLost) {
 					return
+				}
+				if err == nil {
+					nd.mu.Lock()
+					nd.claim = next
+					nd.mu.Unlock()
 				}
 			}
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// lastClaim is the claim as this drain last wrote it.
+func (nd *nodeDrain) lastClaim() *claim {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	c := nd.claim
+	return &c
 }
 
 // evictAll runs the waves: each pod that must leave gets a goroutine; a wave's

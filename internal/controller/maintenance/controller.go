@@ -178,8 +178,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // update applies change to the node and writes the difference back as a
 // merge patch conditional on the node's resourceVersion, retrying on
-// conflicts. The first read is the cache's; after a conflict it reads the API
-// server, because the cache has not seen the write that beat us yet.
+// conflicts. The first read is the cache's; after a conflict, or when the
+// cached copy does not carry the record change expects (errStale: the cache
+// has not caught up with our own last write), it reads the API server.
 func (c *Controller) update(ctx context.Context, name string, change func(*corev1.Node) error) (*corev1.Node, error) {
 	var reader client.Reader = c.kube
 	var node *corev1.Node
@@ -188,12 +189,16 @@ func (c *Controller) update(ctx context.Context, name string, change func(*corev
 		if err := reader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
 			return fmt.Errorf("reading node %s: %w", name, err)
 		}
+		cached := reader == client.Reader(c.kube)
 		reader = c.live
 		orig := cur.DeepCopy()
 		if cur.Annotations == nil {
 			cur.Annotations = map[string]string{}
 		}
 		if err := change(cur); err != nil {
+			if cached && errors.Is(err, errStale) {
+				return apierrors.NewConflict(corev1.Resource("nodes"), name, err) // look again, live
+			}
 			return err
 		}
 		if err := c.kube.Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager)); err != nil {
