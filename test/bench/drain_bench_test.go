@@ -246,63 +246,6 @@ func printTable(title string, rows [][]string) {
 	_ = w.Flush()
 }
 
-// BenchmarkDrainTwentyNodes drains 20 nodes of 50 pods each (50 Deployments,
-// PodDisruptionBudgets at maxUnavailable 25%, processes that take 5 s to stop) with kubectl drain and with
-// sluice (--parallel 20), on identical copies of the workload in one sandbox,
-// and compares wall time and API requests per evicted pod.
-func BenchmarkDrainTwentyNodes(b *testing.B) {
-	const nodes, deployments, replicas = 20, 50, 20
-	for range b.N {
-		sb, client, kubectl := startSandbox(b)
-		workload := func(g *group) []runtime.Object {
-			var objs []runtime.Object
-			for i := range deployments {
-				name := fmt.Sprintf("app%02d", i)
-				objs = append(objs,
-					fixture.Deployment(g.ns, name, replicas, fixture.NodeSelector(g.label), fixture.Requests("10m", "16Mi"), fixture.GracePeriod(30), fixture.ExitsAfter(5)),
-					fixture.PDB(g.ns, name, name, fixture.MaxUnavailable("25%")))
-			}
-			return objs
-		}
-		fmt.Fprintln(os.Stderr, "building two copies of 20 nodes x 50 pods ...")
-		k := newGroup(b, client, "kubectl-drain", nodes, nodes, workload)
-		s := newGroup(b, client, "sluice-drain", nodes, nodes, workload)
-		time.Sleep(3 * time.Second) // let the disruption controller settle every budget
-
-		kTook, kRequests := runKubectlDrain(b, kubectl, sb.Kubeconfig(), k.nodes, "--timeout", "15m")
-		kEvicted := goneFrom(b, client, k)
-
-		counted, requests := countingClient(b, sb)
-		d, err := drain.New(counted, clock.RealClock{}, drain.Options{IgnoreDaemonSets: true, Parallel: nodes}, drain.Hooks{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		report, err := d.Drain(context.Background(), s.nodes)
-		sTook := time.Since(start)
-		if err != nil || !report.Drained() {
-			b.Fatalf("sluice drain: %v drained=%v", err, report != nil && report.Drained())
-		}
-		sEvicted := goneFrom(b, client, s)
-		sRequests := int(requests.Load())
-
-		speedup := kTook.Seconds() / sTook.Seconds()
-		kPer, sPer := float64(kRequests)/float64(max(kEvicted, 1)), float64(sRequests)/float64(max(sEvicted, 1))
-		b.ReportMetric(kTook.Seconds(), "kubectl-s")
-		b.ReportMetric(sTook.Seconds(), "sluice-s")
-		b.ReportMetric(speedup, "speedup-x")
-		b.ReportMetric(kPer, "kubectl-req/pod")
-		b.ReportMetric(sPer, "sluice-req/pod")
-		printTable("drain 20 nodes x 50 pods, pods take 5s to shut down, PDBs maxUnavailable 25% (target: sluice >= 5x faster, <= 3 requests per evicted pod)", [][]string{
-			{"", "kubectl drain", "sluice drain --parallel 20", "ratio"},
-			{"wall time", fmt.Sprintf("%.1fs", kTook.Seconds()), fmt.Sprintf("%.1fs", sTook.Seconds()), fmt.Sprintf("%.1fx faster", speedup)},
-			{"pods evicted", fmt.Sprint(kEvicted), fmt.Sprint(sEvicted), ""},
-			{"API requests", fmt.Sprint(kRequests), fmt.Sprint(sRequests), ""},
-			{"requests per evicted pod", fmt.Sprintf("%.2f", kPer), fmt.Sprintf("%.2f", sPer), requestRatio(kPer, sPer)},
-		})
-	}
-}
-
 func requestRatio(kubectl, sluice float64) string {
 	if sluice <= kubectl {
 		return fmt.Sprintf("%.1fx fewer", kubectl/sluice)

@@ -138,10 +138,14 @@ func TestDoctorFindsBudgetAndPodCauses(t *testing.T) {
 	)
 	flaky := env.WaitForPods(t, "app=flaky", 3)
 	env.WaitForPods(t, "app in (twice,logs,held)", 3)
+	// Two pods have failed their readiness probe for ten minutes: far longer
+	// than a start may take, so they are stuck, not starting.
+	since := metav1.NewTime(time.Now().Add(-10 * time.Minute))
 	for _, p := range flaky[:2] {
 		for i := range p.Status.Conditions {
 			if p.Status.Conditions[i].Type == corev1.PodReady {
 				p.Status.Conditions[i].Status = corev1.ConditionFalse
+				p.Status.Conditions[i].LastTransitionTime = since
 			}
 		}
 		if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, &p, metav1.UpdateOptions{}); err != nil {
