@@ -92,23 +92,8 @@ const podNodeIndex = "sluice.dev/nodeName"
 
 // New builds the manager; Start runs it.
 func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
-	if opts.Registry == nil {
-		opts.Registry = ctrlmetrics.Registry
-	}
+	opts.defaults()
 	setLogger.Do(func() { ctrl.SetLogger(logr.FromSlogHandler(opts.Log.Handler())) })
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building the scheme: %w", err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building the scheme: %w", err)
-	}
 	pools, err := servesNodePools(cfg)
 	if err != nil {
 		return nil, err
@@ -116,56 +101,11 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if !pools {
 		opts.Log.Warn("the cluster does not serve NodePools (sluice.dev/v1alpha1): every node gets the default maintenance policy; install the chart's CRDs to configure pools")
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		Cache: cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}:  {Transform: stripPod},
-				&corev1.Node{}: {Transform: stripNode},
-			},
-		},
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddress},
-		HealthProbeBindAddress:        opts.HealthAddress,
-		Controller:                    config.Controller{ReconciliationTimeout: opts.RequestTimeout, SkipNameValidation: ptr.To(opts.SeveralManagers)},
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              opts.LeaseName,
-		LeaderElectionNamespace:       opts.LeaseNamespace,
-		LeaderElectionReleaseOnCancel: true, // the queue stops its drains first, then the Lease goes at once
-		LeaseDuration:                 &opts.LeaseDuration,
-		RenewDeadline:                 &opts.RenewDeadline,
-		RetryPeriod:                   &opts.RetryPeriod,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("building the controller manager: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding the health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("adding the readiness check: %w", err)
-	}
-	ctx := context.Background()
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, maintenance.PodNodeField, func(o client.Object) []string {
-		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-			return []string{p.Spec.NodeName}
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("indexing pods by node: %w", err)
-	}
-	podInformer, err := sharedIndexInformer(ctx, mgr, &corev1.Pod{})
+	mgr, err := newManager(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := podInformer.AddIndexers(toolscache.Indexers{podNodeIndex: drain.PodNodeIndexFunc}); err != nil {
-		return nil, fmt.Errorf("indexing pods by node: %w", err)
-	}
-	pdbInformer, err := sharedIndexInformer(ctx, mgr, &policyv1.PodDisruptionBudget{})
-	if err != nil {
-		return nil, err
-	}
-	shared, err := drain.NewShared(pdbInformer, podInformer, podNodeIndex, opts.MaxInFlight)
+	shared, err := sharedDrainState(mgr, opts.MaxInFlight)
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +145,86 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, fmt.Errorf("setting up the maintenance controller: %w", err)
 	}
 	return mgr, nil
+}
+
+func (o *Options) defaults() {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Registry == nil {
+		o.Registry = ctrlmetrics.Registry
+	}
+}
+
+// newManager builds the manager with its cache, probes, metrics and Lease.
+func newManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the scheme: %w", err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building the scheme: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:  {Transform: stripPod},
+				&corev1.Node{}: {Transform: stripNode},
+			},
+		},
+		Controller:                    config.Controller{ReconciliationTimeout: opts.RequestTimeout, SkipNameValidation: ptr.To(opts.SeveralManagers)},
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddress},
+		HealthProbeBindAddress:        opts.HealthAddress,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              opts.LeaseName,
+		LeaderElectionNamespace:       opts.LeaseNamespace,
+		LeaderElectionReleaseOnCancel: true, // the queue stops its drains first, then the Lease goes at once
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building the controller manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding the readiness check: %w", err)
+	}
+	return mgr, nil
+}
+
+// sharedDrainState indexes the cache's pods by node (for the controller's
+// reads and for the drains) and builds the drains' shared state on the
+// cache's pod and PodDisruptionBudget informers.
+func sharedDrainState(mgr manager.Manager, maxInFlight int) (*drain.Shared, error) {
+	ctx := context.Background()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, maintenance.PodNodeField, func(o client.Object) []string {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("indexing pods by node: %w", err)
+	}
+	pods, err := sharedIndexInformer(ctx, mgr, &corev1.Pod{})
+	if err != nil {
+		return nil, err
+	}
+	if err := pods.AddIndexers(toolscache.Indexers{podNodeIndex: drain.PodNodeIndexFunc}); err != nil {
+		return nil, fmt.Errorf("indexing pods by node: %w", err)
+	}
+	pdbs, err := sharedIndexInformer(ctx, mgr, &policyv1.PodDisruptionBudget{})
+	if err != nil {
+		return nil, err
+	}
+	return drain.NewShared(pdbs, pods, podNodeIndex, maxInFlight)
 }
 
 // servesNodePools asks discovery whether the cluster serves NodePools.

@@ -2,6 +2,7 @@ package termination
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -157,7 +158,7 @@ func TestSubmitBeforeStartAndBadLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Submit(Request{Node: "n"}); err != ErrNotStarted {
+	if _, err := q.Submit(Request{Node: "n"}); !errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Submit before Start: %v; want ErrNotStarted", err)
 	}
 	if _, err := New(nil, nil, nil, Limits{MaxNodes: -1}, "test", nil, nil, nil); err == nil {

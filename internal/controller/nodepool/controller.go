@@ -113,19 +113,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.kube.List(ctx, &all); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing node pools: %w", err)
 	}
-	cond := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonValid,
-		Message: "the pool applies to the nodes it selects", ObservedGeneration: pool.Generation}
-	count := int32(0)
-	if selErr := selectorError(pool); selErr != nil {
-		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonInvalidNodeSelector
-		cond.Message = selErr.Error() + "; its nodes get the default maintenance policy until it is fixed"
-	} else {
-		for i := range nodes.Items {
-			if owner, _ := pools.For(&nodes.Items[i], all.Items); owner != nil && owner.Name == pool.Name {
-				count++
-			}
-		}
-	}
+	cond, count := judge(pool, nodes.Items, all.Items)
 	ready := 1.0
 	if cond.Status != metav1.ConditionTrue {
 		ready = 0
@@ -147,6 +135,24 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		c.log.Error("node pool cannot be applied", "nodepool", pool.Name, "reason", cond.Reason, "message", cond.Message)
 	}
 	return reconcile.Result{}, nil
+}
+
+// judge computes the pool's Ready condition and how many nodes it selects.
+func judge(pool *v1alpha1.NodePool, nodes []corev1.Node, all []v1alpha1.NodePool) (metav1.Condition, int32) {
+	cond := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonValid,
+		Message: "the pool applies to the nodes it selects", ObservedGeneration: pool.Generation}
+	if selErr := selectorError(pool); selErr != nil {
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonInvalidNodeSelector
+		cond.Message = selErr.Error() + "; its nodes get the default maintenance policy until it is fixed"
+		return cond, 0
+	}
+	count := int32(0)
+	for i := range nodes {
+		if owner, _ := pools.For(&nodes[i], all); owner != nil && owner.Name == pool.Name {
+			count++
+		}
+	}
+	return cond, count
 }
 
 // selectorError checks the pool's selector on its own (For only reports it
