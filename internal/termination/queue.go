@@ -49,8 +49,13 @@ type Request struct {
 	// Options are the drain's; Shared, Recorder and Holder are the queue's.
 	Options drain.Options
 	// Done receives the drain's outcome once it ends by itself (not when it
-	// is canceled); it runs on the drain's goroutine.
+	// is canceled); it runs on the drain's goroutine while the queue still
+	// holds the request, so the outcome is recorded before anyone may start
+	// the node's next drain.
 	Done func(*drain.Report, error)
+	// Released, when set, is called once the queue no longer holds the
+	// request after Done: the moment to look at the node again.
+	Released func()
 }
 
 // Limits cap the nodes disrupting at once; zero means no cap.
@@ -100,12 +105,16 @@ type Queue struct {
 	started chan struct{}
 	active  map[string]*job // by node: running or queued
 	waiting []*job          // queued, oldest first
-	wg      sync.WaitGroup
+	// stopping holds, per node, the last canceled drain until it has
+	// unwound (released its claim on the node): its successor waits for it.
+	stopping map[string]*job
+	wg       sync.WaitGroup
 }
 
 type job struct {
 	req    Request
 	cancel context.CancelFunc // nil while queued
+	done   chan struct{}      // closed when its drain has returned
 }
 
 // New returns a queue; Start runs it (it is a controller-runtime Runnable that
@@ -119,7 +128,7 @@ func New(client kubernetes.Interface, clk clock.WithTicker, shared *drain.Shared
 		log = slog.New(slog.DiscardHandler)
 	}
 	q := &Queue{client: client, clock: clk, shared: shared, limits: limits, identity: identity, recorder: recorder,
-		log: log, metrics: metrics, started: make(chan struct{}), active: map[string]*job{}}
+		log: log, metrics: metrics, started: make(chan struct{}), active: map[string]*job{}, stopping: map[string]*job{}}
 	q.drain = q.drainNode
 	return q, nil
 }
@@ -178,7 +187,7 @@ func (q *Queue) Submit(req Request) (Admission, error) {
 		}
 		q.stopLocked(req.Node)
 	}
-	j := &job{req: req}
+	j := &job{req: req, done: make(chan struct{})}
 	q.active[req.Node] = j
 	if !req.Involuntary && !q.roomLocked(req.Pool) {
 		q.waiting = append(q.waiting, j)
@@ -234,11 +243,22 @@ func (q *Queue) roomLocked(pool string) bool {
 func (q *Queue) startLocked(j *job) {
 	ctx, cancel := context.WithCancel(q.ctx)
 	j.cancel = cancel
+	prev := q.stopping[j.req.Node]
 	q.observeLocked()
 	q.wg.Add(1)
 	go func() {
 		defer q.wg.Done()
 		defer cancel()
+		defer close(j.done)
+		if prev != nil {
+			// The drain this one replaces still holds the node's claim until
+			// it has unwound; starting now would be refused as a second drain.
+			select {
+			case <-prev.done:
+			case <-ctx.Done():
+				return
+			}
+		}
 		report, err := q.drain(ctx, j.req)
 		if ctx.Err() != nil {
 			return // canceled: whoever canceled it owns what happens next
@@ -248,11 +268,14 @@ func (q *Queue) startLocked(j *job) {
 			j.req.Done(report, err)
 		}
 		q.mu.Lock()
-		defer q.mu.Unlock()
 		if q.active[j.req.Node] == j {
 			delete(q.active, j.req.Node)
 		}
 		q.promoteLocked()
+		q.mu.Unlock()
+		if j.req.Released != nil {
+			j.req.Released()
+		}
 	}()
 }
 
@@ -265,6 +288,15 @@ func (q *Queue) stopLocked(node string) {
 	delete(q.active, node)
 	if j.cancel != nil {
 		j.cancel()
+		q.stopping[node] = j
+		go func() {
+			<-j.done
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			if q.stopping[node] == j {
+				delete(q.stopping, node)
+			}
+		}()
 	}
 	for i, w := range q.waiting {
 		if w == j {

@@ -16,6 +16,9 @@ type fakeDrains struct {
 	mu      sync.Mutex
 	running map[string]chan struct{}
 	started []string
+	// unwind, when set, holds a canceled drain until it is closed, as a
+	// real drain takes a moment to release its claim on the node.
+	unwind chan struct{}
 }
 
 func (f *fakeDrains) run(ctx context.Context, req Request) (*drain.Report, error) {
@@ -28,6 +31,9 @@ func (f *fakeDrains) run(ctx context.Context, req Request) (*drain.Report, error
 	case <-done:
 		return &drain.Report{Nodes: []drain.NodeReport{{Name: req.Node, Outcome: drain.NodeDrained}}}, nil
 	case <-ctx.Done():
+		if f.unwind != nil {
+			<-f.unwind
+		}
 		return nil, ctx.Err()
 	}
 }
@@ -163,5 +169,41 @@ func TestSubmitBeforeStartAndBadLimits(t *testing.T) {
 	}
 	if _, err := New(nil, nil, nil, Limits{MaxNodes: -1}, "test", nil, nil, nil); err == nil {
 		t.Fatal("a negative cap was accepted")
+	}
+}
+
+func TestAReplacementWaitsForTheDrainItReplacesToUnwind(t *testing.T) {
+	q, f := newTestQueue(t, Limits{})
+	unwind := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(unwind) }) }
+	t.Cleanup(release) // runs before the queue's own cleanup waits for its drains
+	f.unwind = unwind
+	submit(t, q, "n", "", "event@10:00", true, Started)
+	eventually(t, "the first drain", func() bool { return len(f.startedSoFar()) == 1 })
+	submit(t, q, "n", "", "event@10:05", true, Started)
+	time.Sleep(100 * time.Millisecond) // asserting that nothing starts meanwhile
+	if got := f.startedSoFar(); len(got) != 1 {
+		t.Fatalf("started %v while the old drain still held the node", got)
+	}
+	if !q.Holds("n", "event@10:05") {
+		t.Fatal("the replacement is not held while it waits")
+	}
+	release()
+	eventually(t, "the replacement to start", func() bool { return len(f.startedSoFar()) == 2 })
+}
+
+func TestReleasedRunsAfterTheQueueLetsGo(t *testing.T) {
+	q, f := newTestQueue(t, Limits{})
+	released := make(chan bool, 1)
+	req := Request{Node: "n", Key: "k", Involuntary: true}
+	req.Released = func() { released <- q.Holds("n", "k") }
+	if _, err := q.Submit(req); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the drain", func() bool { return len(f.startedSoFar()) == 1 })
+	f.finish(t, "n")
+	if held := <-released; held {
+		t.Fatal("Released ran while the queue still held the request")
 	}
 }

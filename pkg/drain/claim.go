@@ -68,7 +68,10 @@ func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *core
 		return fmt.Errorf("encoding claim: %w", err)
 	}
 	annotations := map[string]any{AnnotationDrain: string(data)}
-	if !node.Spec.Unschedulable {
+	// The cordon becomes ours when we place it, and a person's drain takes
+	// over a cordon placed for a maintenance event: the person now wants the
+	// node out of service, and the event's end must not put it back.
+	if !node.Spec.Unschedulable || owner == OwnerCLI && IsMaintenanceOwner(node.Annotations[AnnotationCordonedBy]) {
 		annotations[AnnotationCordonedBy] = owner
 	}
 	patch := map[string]any{

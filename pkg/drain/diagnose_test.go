@@ -35,6 +35,8 @@ func TestDiagnoseBlockedTellsAStartFromADeadlock(t *testing.T) {
 		{"pending on a node", pdb, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}, ReasonPDBWaitingForPods, "waiting for p to become Ready"},
 		{"unschedulable", pdb, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"}}}}, ReasonPDBDeadlock, "cannot be scheduled (0/3 nodes are available)"},
+		{"a replacement that cannot pull its image", pdb, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}}}, ReasonPDBDeadlock, "p (ImagePullBackOff) cannot start"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reason, msg := diagnoseBlocked(tc.pdb, []corev1.Pod{tc.pod}, now)
@@ -70,4 +72,22 @@ func withStartup(pr *corev1.Probe) func(*corev1.Pod) {
 func crashLooping(p *corev1.Pod) {
 	p.Status.ContainerStatuses[0].RestartCount = 4
 	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+}
+
+// One pod starting cannot make up for two the budget lacks when the other is
+// stuck not Ready: that is a deadlock, not a wait.
+func TestDiagnoseBlockedWeighsStartingPodsAgainstTheGap(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Status: policyv1.PodDisruptionBudgetStatus{DesiredHealthy: 3, CurrentHealthy: 1, ExpectedPods: 4}}
+	starting := unready(now, 10*time.Second, nil)
+	stuck := unready(now, 10*time.Minute, nil)
+	stuck.Name = "q"
+	if reason, msg := diagnoseBlocked(pdb, []corev1.Pod{starting, stuck}, now); reason != ReasonPDBDeadlock || !strings.Contains(msg, "q is Running but not Ready") {
+		t.Errorf("got %s %q; want the stuck pod named as a deadlock", reason, msg)
+	}
+	pdb.Status.CurrentHealthy = 2 // one short: the starting pod closes the gap
+	if reason, _ := diagnoseBlocked(pdb, []corev1.Pod{starting, stuck}, now); reason != ReasonPDBWaitingForPods {
+		t.Errorf("got %s; want a wait for the starting pod", reason)
+	}
 }

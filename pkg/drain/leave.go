@@ -215,19 +215,34 @@ func (nd *nodeDrain) awaitGone(ctx context.Context, st *podState) {
 }
 
 func (nd *nodeDrain) evictPod(ctx context.Context, st *podState, grace int64) error {
-	nd.inFlight <- struct{}{}
+	if err := nd.acquire(ctx); err != nil {
+		return err
+	}
 	defer func() { <-nd.inFlight }()
 	return EvictWithUID(ctx, nd.client, st.pod, grace)
 }
 
 func (nd *nodeDrain) deletePod(ctx context.Context, st *podState, grace int64) error {
 	uid := st.pod.UID
-	nd.inFlight <- struct{}{}
+	if err := nd.acquire(ctx); err != nil {
+		return err
+	}
 	defer func() { <-nd.inFlight }()
 	return nd.client.CoreV1().Pods(st.pod.Namespace).Delete(ctx, st.pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &grace,
 		Preconditions:      &metav1.Preconditions{UID: &uid},
 	})
+}
+
+// acquire takes a place under the eviction limit (shared with every drain
+// given the same Shared), or gives up when the drain stops.
+func (nd *nodeDrain) acquire(ctx context.Context) error {
+	select {
+	case nd.inFlight <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // replaced reports whether the pod's name now belongs to another pod (or none).

@@ -53,6 +53,16 @@ func (l *ledger) observe(pdb *policyv1.PodDisruptionBudget) {
 	l.entries[pdb.UID] = fresh
 }
 
+// forget drops a deleted PDB, waking whoever waits on its status.
+func (l *ledger) forget(pdb types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.entries[pdb]; ok {
+		close(e.changed)
+		delete(l.entries, pdb)
+	}
+}
+
 // take spends one disruption of the budget if one is left, returning the
 // status version it was spent against. Otherwise it returns a channel closed
 // when the budget's status next changes.

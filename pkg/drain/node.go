@@ -134,6 +134,12 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	}
 
 	if err := nd.claimAndCordon(ctx); err != nil {
+		// The patch may have landed even though we saw an error (a canceled
+		// request): release a claim of ours, if there is one, so the next
+		// drain of the node need not wait for it to expire.
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = rewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nil, nil)
 		return nd.report(NodeFailed, err.Error(), nd.node.Spec.Unschedulable)
 	}
 	// Pods bound to the node between the first look and the cordon are
@@ -234,12 +240,18 @@ func (nd *nodeDrain) podDeleted(obj any) {
 // the pod before anything is touched.
 func (nd *nodeDrain) classifyAll(ctx context.Context, pods []*corev1.Pod) {
 	budgets := nd.budgets()
+	// Classify without the lock (it may ask the API server about a
+	// DaemonSet), so pod deletions from the watch are never held up by it.
 	nd.mu.Lock()
-	defer nd.mu.Unlock()
+	var unknown []*corev1.Pod
 	for _, pod := range pods {
-		if _, known := nd.byUID[pod.UID]; known {
-			continue
+		if _, known := nd.byUID[pod.UID]; !known {
+			unknown = append(unknown, pod)
 		}
+	}
+	nd.mu.Unlock()
+	fresh := make([]*podState, 0, len(unknown))
+	for _, pod := range unknown {
 		st := &podState{pod: pod, key: pod.Namespace + "/" + pod.Name, gone: make(chan struct{}), settled: make(chan struct{})}
 		st.class = nd.classify.classify(ctx, pod)
 		if st.class.verdict == mustLeave && !nd.opts.DisableEviction && budgetApplies(pod, budgets) {
@@ -255,8 +267,15 @@ func (nd *nodeDrain) classifyAll(ctx context.Context, pods []*corev1.Pod) {
 				}
 			}
 		}
-		nd.states = append(nd.states, st)
-		nd.byUID[pod.UID] = st
+		fresh = append(fresh, st)
+	}
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for _, st := range fresh {
+		if _, known := nd.byUID[st.pod.UID]; !known {
+			nd.states = append(nd.states, st)
+			nd.byUID[st.pod.UID] = st
+		}
 	}
 	// A deletion the watch delivered before the pod had a state was dropped;
 	// catch it from the watched list.
@@ -475,9 +494,14 @@ func (nd *nodeDrain) report(outcome NodeOutcome, message string, cordoned bool) 
 	rep := NodeReport{Outcome: outcome, Message: message, Cordoned: cordoned, Pods: make([]PodReport, 0, len(nd.states))}
 	for _, st := range nd.states {
 		pr := PodReport{Namespace: st.pod.Namespace, Name: st.pod.Name, PDB: st.pdbName, GracePeriodSeconds: st.grace}
+		goneAt := st.goneAt.Load()
 		switch {
 		case st.class.verdict == skip:
 			pr.Outcome, pr.Reason, pr.Message = PodSkipped, st.class.reason, st.class.message
+		case !st.started.Load() && goneAt != 0 && !nd.opts.DryRun:
+			// It left before its turn: someone else deleted it.
+			s := time.Unix(0, goneAt).Sub(nd.start).Seconds()
+			pr.Outcome, pr.Message, pr.GoneAfterSeconds = PodDeleted, "deleted by someone else during the drain", &s
 		case (st.class.verdict == refuse || st.class.verdict == hold) && !st.started.Load():
 			pr.Outcome, pr.Reason, pr.Message = PodBlocked, st.class.reason, st.class.message
 		case !st.started.Load():
@@ -490,8 +514,8 @@ func (nd *nodeDrain) report(outcome NodeOutcome, message string, cordoned bool) 
 			if nd.opts.DryRun {
 				break
 			}
-			if at := st.goneAt.Load(); at != 0 {
-				s := time.Unix(0, at).Sub(nd.start).Seconds()
+			if goneAt != 0 {
+				s := time.Unix(0, goneAt).Sub(nd.start).Seconds()
 				pr.GoneAfterSeconds = &s
 				pr.BlockedSince = nil
 			} else if pr.Outcome == PodEvicted || pr.Outcome == PodDeleted {

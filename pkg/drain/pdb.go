@@ -70,7 +70,7 @@ func staticDeadlock(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) (classif
 func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod, now time.Time) (Reason, string) {
 	st := pdb.Status
 	need := fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d", pdb.Name, st.DesiredHealthy, st.CurrentHealthy)
-	var unschedulable, notReady, starting []string
+	var unschedulable, notReady, starting, failing []string
 	var schedulerSays string
 	for i := range selected {
 		p := &selected[i]
@@ -92,24 +92,50 @@ func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod, n
 				notReady = append(notReady, p.Name)
 			}
 		case p.Status.Phase == corev1.PodPending:
-			starting = append(starting, p.Name)
+			if why := cannotStart(p); why != "" {
+				failing = append(failing, fmt.Sprintf("%s (%s)", p.Name, why))
+			} else {
+				starting = append(starting, p.Name)
+			}
 		}
 	}
 	policy := policyv1.IfHealthyBudget
 	if pdb.Spec.UnhealthyPodEvictionPolicy != nil {
 		policy = *pdb.Spec.UnhealthyPodEvictionPolicy
 	}
+	// Starting pods are a wait only if, once Ready, they are enough.
+	gap := int(st.DesiredHealthy - st.CurrentHealthy)
 	switch {
 	case len(unschedulable) > 0:
 		return ReasonPDBDeadlock, fmt.Sprintf("%s; replacement %s cannot be scheduled (%s): add capacity or relax its constraints",
 			need, strings.Join(unschedulable, ", "), schedulerSays)
-	case len(starting) > 0:
+	case len(failing) > 0 && len(starting) < gap:
+		return ReasonPDBDeadlock, fmt.Sprintf("%s; %s cannot start: fix the image or the configuration it needs",
+			need, strings.Join(failing, ", "))
+	case len(starting) > 0 && (len(starting) >= gap || policy != policyv1.IfHealthyBudget || len(notReady) == 0):
 		return ReasonPDBWaitingForPods, fmt.Sprintf("%s; waiting for %s to become Ready", need, strings.Join(starting, ", "))
 	case len(notReady) > 0 && policy == policyv1.IfHealthyBudget:
 		return ReasonPDBDeadlock, fmt.Sprintf("%s; %s %s Running but not Ready and the budget's unhealthyPodEvictionPolicy is IfHealthyBudget: "+
 			"fix their readiness, or set unhealthyPodEvictionPolicy: AlwaysAllow", need, strings.Join(notReady, ", "), isAre(len(notReady)))
 	}
 	return ReasonPDBBlocked, need + "; waiting for the budget to recover"
+}
+
+// cannotStart says why a Pending pod will not start by itself (an image it
+// cannot pull, a configuration it lacks, an init container that crash-loops),
+// or "" when it may still be starting.
+func cannotStart(p *corev1.Pod) string {
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if w := cs.State.Waiting; w != nil {
+				switch w.Reason {
+				case "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "CrashLoopBackOff":
+					return w.Reason
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // minStartAllowance is the least time a Running pod is given to become Ready

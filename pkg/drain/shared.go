@@ -61,7 +61,15 @@ func NewShared(pdbs, pods cache.SharedIndexInformer, nodeIndex string, maxInFlig
 			s.ledger.observe(pdb)
 		}
 	}
-	if _, err := pdbs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }}); err != nil {
+	forget := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if pdb, ok := obj.(*policyv1.PodDisruptionBudget); ok {
+			s.ledger.forget(pdb.UID)
+		}
+	}
+	if _, err := pdbs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }, DeleteFunc: forget}); err != nil {
 		return nil, fmt.Errorf("watching PodDisruptionBudgets: %w", err)
 	}
 	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: s.podDeleted}); err != nil {

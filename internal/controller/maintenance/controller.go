@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -62,6 +64,9 @@ type Controller struct {
 	queue    *termination.Queue
 	opts     Options
 	recorder record.EventRecorder
+	// wake queues a node when its drain has left the termination queue, so
+	// its outcome is acted on even if nothing else about the node changes.
+	wake chan event.GenericEvent
 }
 
 // NewController returns a controller; SetupWithManager registers it.
@@ -79,7 +84,7 @@ func NewController(kube client.Client, live client.Reader, clk clock.WithTicker,
 		opts.Policies = Defaults{}
 	}
 	return &Controller{kube: kube, live: live, clock: clk, queue: queue, opts: opts,
-		recorder: teeRecorder{EventRecorder: opts.Recorder, webhook: opts.Webhook}}
+		recorder: WithWebhook(opts.Recorder, opts.Webhook), wake: make(chan event.GenericEvent, 1024)}
 }
 
 // SetupWithManager watches nodes, and NodePools when the cluster serves them,
@@ -92,9 +97,13 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int, watchPools 
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("maintenance").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanges())).
+		// A pod opting in to eviction before a Freeze wakes its node.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podsNode), builder.WithPredicates(optInChanges())).
+		WatchesRawSource(source.Channel(c.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)})
 	if watchPools {
-		b = b.Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodesWithMaintenance))
+		b = b.Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodesWithMaintenance),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})) // not every status write
 	}
 	if c.opts.Webhook != nil {
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { c.opts.Webhook.Run(ctx); return nil })); err != nil {
@@ -126,6 +135,40 @@ func nodeChanges() predicate.Predicate {
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		GenericFunc: func(e event.GenericEvent) bool { return hasMaintenance(e.Object) },
+	}
+}
+
+// optInChanges lets through pods that opt in to eviction before a Freeze as
+// they appear on a node or change.
+func optInChanges() predicate.Predicate {
+	optedInOnNode := func(obj client.Object) bool {
+		p, ok := obj.(*corev1.Pod)
+		return ok && p.Spec.NodeName != "" && optedIn(p)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return optedInOnNode(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return optedInOnNode(e.ObjectNew) && !optedInOnNode(e.ObjectOld) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+func podsNode(_ context.Context, obj client.Object) []reconcile.Request {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: p.Spec.NodeName}}}
+}
+
+// wakeNode queues the node for a reconcile.
+func (c *Controller) wakeNode(name string) {
+	select {
+	case c.wake <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
+	default:
+		// The buffer is full of wake-ups already: hand this one over without
+		// holding up the drain's goroutine.
+		go func() { c.wake <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}} }()
 	}
 }
 
@@ -170,8 +213,11 @@ func (c *Controller) nodesWithMaintenance(ctx context.Context, _ client.Object) 
 // Reconcile brings one node in line with its maintenance events.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	after, err := c.reconcileNode(ctx, req.Name)
-	if errors.Is(err, termination.ErrNotStarted) {
+	switch {
+	case errors.Is(err, termination.ErrNotStarted):
 		return reconcile.Result{RequeueAfter: time.Second}, nil
+	case errors.Is(err, errStale):
+		return reconcile.Result{}, nil // a newer write to the record is on its way here
 	}
 	return reconcile.Result{RequeueAfter: after}, err
 }

@@ -24,7 +24,8 @@ func drainKey(st state) string {
 // recorded event by its deadline; the outcome is written back onto the record.
 func (c *Controller) startDrain(node *corev1.Node, st state, policy Policy) error {
 	name := node.Name
-	force := policy.ForceEvict(st.Type)
+	// Pods a person opted in to eviction before a Freeze go whatever they are.
+	force := policy.ForceEvict(st.Type) || st.OptIn
 	opts := drain.Options{
 		IgnoreDaemonSets:   true,
 		DeleteEmptyDirData: force,
@@ -46,7 +47,8 @@ func (c *Controller) startDrain(node *corev1.Node, st state, policy Policy) erro
 		}
 	}
 	req := termination.Request{Node: name, Pool: policy.Pool, Reason: termination.ReasonMaintenance, Key: drainKey(st), Involuntary: true, Options: opts,
-		Done: func(report *drain.Report, err error) { c.drainEnded(name, st, report, err) }}
+		Done:     func(report *drain.Report, err error) { c.drainEnded(name, st, report, err) },
+		Released: func() { c.wakeNode(name) }}
 	admission, err := c.queue.Submit(req)
 	if err != nil {
 		return err

@@ -48,6 +48,18 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	if err != nil {
 		return 0, fmt.Errorf("reading node %s: %w", name, err)
 	}
+	if !node.Spec.Unschedulable && node.Annotations[drain.AnnotationCordonedBy] != "" {
+		// Someone uncordoned the node: the owner recorded for the old cordon
+		// must not be credited with the next one.
+		if node, err = c.update(ctx, name, func(n *corev1.Node) error {
+			if !n.Spec.Unschedulable {
+				delete(n.Annotations, drain.AnnotationCordonedBy)
+			}
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+	}
 	report, _, err := maintenance.ReportOf(node)
 	if err != nil {
 		return 0, err // unreadable: act on nothing
@@ -236,11 +248,19 @@ func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state,
 				return 0, err
 			}
 			st.Phase = PhaseDraining
+		} else if still, err := c.stillDraining(ctx, node.Name, st.Event); err != nil || !still {
+			return 0, err
 		}
 		return 0, c.startDrain(node, st, policy)
 	case PhaseBlocked:
 		if c.queue.Holds(node.Name, drainKey(st)) {
 			return time.Second, nil // its outcome is being recorded; look again then
+		}
+		if st.Blocked != nil && st.Deadline != nil && st.Blocked.After(*st.Deadline) {
+			// The deadline has passed and a drain still could not finish: what
+			// is left stays until the machine goes (or the cloud moves the
+			// event, which changes the deadline and the key).
+			return 0, nil
 		}
 		if st.Blocked != nil {
 			if wait := c.opts.BlockedRetry - c.clock.Since(*st.Blocked); wait > 0 {
@@ -254,11 +274,27 @@ func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state,
 	return 0, nil
 }
 
+// stillDraining reads the node's record from the API server before a drain
+// starts: the cache may not have the outcome of the node's last drain yet
+// (written a moment ago), and starting a drain twice is what this one read a
+// drain prevents.
+func (c *Controller) stillDraining(ctx context.Context, name, event string) (bool, error) {
+	live := &corev1.Node{}
+	if err := c.live.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
+		return false, fmt.Errorf("reading node %s: %w", name, err)
+	}
+	cur, ok := stateOf(live)
+	return ok && cur.Event == event && cur.Phase == PhaseDraining, nil
+}
+
 // cordon cordons and taints the node (recording what sluice itself changed)
 // and moves the record to phase, in one update.
 func (c *Controller) cordon(ctx context.Context, name string, st state, phase Phase) error {
 	cordoned := false
 	updated, err := c.updateState(ctx, name, st.Event, func(n *corev1.Node, cur *state) (bool, error) {
+		if cur.Phase != PhaseObserved && cur.Phase != PhaseCordoned && phase == PhaseDraining {
+			return true, errStale // another reconcile moved the record on meanwhile
+		}
 		cordoned = drain.Cordon(n, drain.MaintenanceOwner(st.Event))
 		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey }) {
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: string(st.Type), Effect: TaintEffect})

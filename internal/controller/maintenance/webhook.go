@@ -105,6 +105,16 @@ func (w *Webhook) send(ctx context.Context, n Notification) error {
 	return nil
 }
 
+// WithWebhook returns a recorder that records every Event with rec and, when
+// webhook is set, also sends it there; the controller hands it to everything
+// that records (drains, the NodePool controller), so the webhook sees all.
+func WithWebhook(rec record.EventRecorder, webhook *Webhook) record.EventRecorder {
+	if webhook == nil {
+		return rec
+	}
+	return teeRecorder{EventRecorder: rec, webhook: webhook}
+}
+
 // teeRecorder records an Event and, when a webhook is set, also sends it there.
 type teeRecorder struct {
 	record.EventRecorder

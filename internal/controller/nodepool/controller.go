@@ -1,9 +1,8 @@
 // Package nodepool keeps each NodePool's status true: how many nodes it
 // selects, and a Ready condition that says, on the pool itself, when the pool
-// cannot be applied (a nodeSelector that does not parse, nodes another pool
-// also claims). A broken pool affects only itself: the maintenance controller
-// passes over it, and this controller makes it visible with a condition, an
-// Event and a metric.
+// cannot be applied (a nodeSelector that does not parse). A broken pool
+// affects only itself: the maintenance controller passes over it, and this
+// controller makes it visible with a condition, an Event and a metric.
 package nodepool
 
 import (
@@ -79,6 +78,9 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodepool").
 		For(&v1alpha1.NodePool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A pool's node count depends on the other pools (the oldest wins a
+		// node two select): a change to one is a change to all.
+		Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.allPools), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.allPools), builder.WithPredicates(nodeChanged)).
 		Complete(c)
 }
