@@ -115,7 +115,14 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building a client: %w", err)
 	}
-	recorder := mgr.GetEventRecorderFor("sluice-controller")
+	// Every Event goes to the webhook too, whoever records it: the drains,
+	// the NodePool controller, the maintenance controller.
+	recorder := maintenance.WithWebhook(mgr.GetEventRecorderFor("sluice-controller"), opts.Webhook)
+	if opts.Webhook != nil {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { opts.Webhook.Run(ctx); return nil })); err != nil {
+			return nil, fmt.Errorf("adding the webhook: %w", err)
+		}
+	}
 	queue, err := termination.New(clientset, opts.Clock, shared, opts.Limits, opts.Identity, recorder,
 		termination.NewMetrics(opts.Registry), opts.Log.With("component", "termination"))
 	if err != nil {
@@ -136,8 +143,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		Identity: opts.Identity,
 		Self:     selfPod(opts.PodNamespace, opts.Identity),
 		Policies: policies,
-		Recorder: recorder,
-		Webhook:  opts.Webhook,
+		Recorder: recorder, // already sends to the webhook
 		Metrics:  maintenance.NewMetrics(opts.Registry),
 		Log:      opts.Log.With("component", "maintenance"),
 	})
