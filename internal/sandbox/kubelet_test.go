@@ -145,3 +145,47 @@ func TestPodsCanTakeTimeToStart(t *testing.T) {
 		t.Errorf("pod with ready-after-seconds 4 was Ready after %s", took)
 	}
 }
+
+// The node lifecycle controller marks a lost node's pods Ready=False; once
+// the node is back a kubelet reports them Ready again, and so does the
+// sandbox. A pod whose containers are not ready stays as it is.
+func TestPodsMarkedNotReadyByTheControlPlaneRecover(t *testing.T) {
+	t.Parallel()
+	env := sandboxtest.New(t)
+	node := env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("mark"), 1))[0].Name
+	env.Create(t, fixture.Pod(env.Namespace, "marked", fixture.OnNode(node)), fixture.Pod(env.Namespace, "failing", fixture.OnNode(node)))
+	env.WaitForPods(t, "app in (marked,failing)", 2)
+	ctx := context.Background()
+	setReady := func(name string, containers bool) {
+		p, err := env.Client.CoreV1().Pods(env.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range p.Status.Conditions {
+			if c := &p.Status.Conditions[i]; c.Type == corev1.PodReady || containers && c.Type == corev1.ContainersReady {
+				c.Status = corev1.ConditionFalse
+			}
+		}
+		if _, err := env.Client.CoreV1().Pods(env.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setReady("marked", false) // as the node lifecycle controller does
+	setReady("failing", true) // as a failing readiness probe does
+	ready := func(name string) bool {
+		p, err := env.Client.CoreV1().Pods(env.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	}
+	env.WaitFor(t, 15*time.Second, "the marked pod Ready again", func(context.Context) (bool, error) { return ready("marked"), nil })
+	if ready("failing") {
+		t.Errorf("a pod whose containers are not ready was made Ready")
+	}
+}

@@ -143,7 +143,7 @@ func TestDoctorFindsBudgetAndPodCauses(t *testing.T) {
 	since := metav1.NewTime(time.Now().Add(-10 * time.Minute))
 	for _, p := range flaky[:2] {
 		for i := range p.Status.Conditions {
-			if p.Status.Conditions[i].Type == corev1.PodReady {
+			if t := p.Status.Conditions[i].Type; t == corev1.PodReady || t == corev1.ContainersReady {
 				p.Status.Conditions[i].Status = corev1.ConditionFalse
 				p.Status.Conditions[i].LastTransitionTime = since
 			}
