@@ -30,7 +30,7 @@ unit: ## only the tests that need no control plane
 
 BENCH ?= .
 bench: tools ## benchmarks (each builds its own cluster; BENCH=regexp picks some)
-	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 90m ./test/bench/...
+	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 240m ./test/bench/...
 
 demo: build tools ## start the sandbox with a sample cluster and show sluice draining it
 	hack/demo.sh
