@@ -276,8 +276,8 @@ func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state,
 
 // stillDraining reads the node's record from the API server before a drain
 // starts: the cache may not have the outcome of the node's last drain yet
-// (written a moment ago), and starting a drain twice is what this one read a
-// drain prevents.
+// (written a moment ago), and this one read per drain keeps a finished step
+// from being drained again.
 func (c *Controller) stillDraining(ctx context.Context, name, event string) (bool, error) {
 	live := &corev1.Node{}
 	if err := c.live.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
