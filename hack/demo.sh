@@ -46,11 +46,13 @@ run events "$spot"
 run kubectl get pods -n shop -l app=worker -o wide
 
 echo
-echo "# A Redeploy of a user node, announced 2 minutes ahead: drained and approved in seconds, the VM"
-echo "# moves (the node is NotReady for 10 s), and when the event is over sluice uncordons the node."
+echo "# A Redeploy of a user node, announced 2 minutes ahead. The VM keeps its disk, so by default"
+echo "# sluice leaves pods without a controller or with emptyDir data in place and names them"
+echo "# (DrainBlocked); it approves the event only once the node is empty. The VM moves (the node is"
+echo "# NotReady for 10 s), and when the event is over sluice uncordons the node it cordoned."
 run $sluice sandbox event --node "$user" --type Redeploy --in 2m --duration 10s
 step "# waiting for the Uncordoned event on $user"
-wait_for_event "$user" Uncordoned 90
+wait_for_event "$user" Uncordoned 180
 run events "$user"
 run kubectl get node "$user"
 
