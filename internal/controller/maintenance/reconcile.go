@@ -83,7 +83,9 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 		if node, st, err = c.adopt(ctx, node, st, has, *next, policy); err != nil {
 			return 0, err
 		}
-	case !sameTime(st.Deadline, deadlineOf(*next, policy)):
+	case deadlineOf(*next, policy) != nil && !sameTime(st.Deadline, deadlineOf(*next, policy)):
+		// The cloud gave the event a new time. (A started event has none:
+		// it is happening now, and the recorded deadline stands.)
 		if node, st, err = c.moveDeadline(ctx, node, st, *next, policy); err != nil {
 			return 0, err
 		}
