@@ -70,35 +70,8 @@ func staticDeadlock(pdb *policyv1.PodDisruptionBudget, pod *corev1.Pod) (classif
 func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod, now time.Time) (Reason, string) {
 	st := pdb.Status
 	need := fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d", pdb.Name, st.DesiredHealthy, st.CurrentHealthy)
-	var unschedulable, notReady, starting, failing []string
-	var schedulerSays string
-	for i := range selected {
-		p := &selected[i]
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		switch {
-		case p.Spec.NodeName == "":
-			if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				unschedulable = append(unschedulable, p.Name)
-				schedulerSays = c.Message
-			} else {
-				starting = append(starting, p.Name)
-			}
-		case p.Status.Phase == corev1.PodRunning && !podReady(p):
-			if left, ok := startingFor(p, now); ok {
-				starting = append(starting, fmt.Sprintf("%s (Running, not Ready yet; its probes allow %s more)", p.Name, left.Round(time.Second)))
-			} else {
-				notReady = append(notReady, p.Name)
-			}
-		case p.Status.Phase == corev1.PodPending:
-			if why := cannotStart(p); why != "" {
-				failing = append(failing, fmt.Sprintf("%s (%s)", p.Name, why))
-			} else {
-				starting = append(starting, p.Name)
-			}
-		}
-	}
+	g := groupPods(selected, now)
+	unschedulable, notReady, starting, failing, schedulerSays := g.unschedulable, g.notReady, g.starting, g.failing, g.schedulerSays
 	policy := policyv1.IfHealthyBudget
 	if pdb.Spec.UnhealthyPodEvictionPolicy != nil {
 		policy = *pdb.Spec.UnhealthyPodEvictionPolicy
@@ -119,6 +92,44 @@ func diagnoseBlocked(pdb *policyv1.PodDisruptionBudget, selected []corev1.Pod, n
 			"fix their readiness, or set unhealthyPodEvictionPolicy: AlwaysAllow", need, strings.Join(notReady, ", "), isAre(len(notReady)))
 	}
 	return ReasonPDBBlocked, need + "; waiting for the budget to recover"
+}
+
+// podGroups sorts a budget's pods by why they are not (yet) healthy.
+type podGroups struct {
+	unschedulable, notReady, starting, failing []string
+	schedulerSays                              string
+}
+
+func groupPods(selected []corev1.Pod, now time.Time) podGroups {
+	var g podGroups
+	for i := range selected {
+		p := &selected[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		switch {
+		case p.Spec.NodeName == "":
+			if c := podCondition(p, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				g.unschedulable = append(g.unschedulable, p.Name)
+				g.schedulerSays = c.Message
+			} else {
+				g.starting = append(g.starting, p.Name)
+			}
+		case p.Status.Phase == corev1.PodRunning && !podReady(p):
+			if left, ok := startingFor(p, now); ok {
+				g.starting = append(g.starting, fmt.Sprintf("%s (Running, not Ready yet; its probes allow %s more)", p.Name, left.Round(time.Second)))
+			} else {
+				g.notReady = append(g.notReady, p.Name)
+			}
+		case p.Status.Phase == corev1.PodPending:
+			if why := cannotStart(p); why != "" {
+				g.failing = append(g.failing, fmt.Sprintf("%s (%s)", p.Name, why))
+			} else {
+				g.starting = append(g.starting, p.Name)
+			}
+		}
+	}
+	return g
 }
 
 // cannotStart says why a Pending pod will not start by itself (an image it

@@ -48,17 +48,8 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	if err != nil {
 		return 0, fmt.Errorf("reading node %s: %w", name, err)
 	}
-	if !node.Spec.Unschedulable && node.Annotations[drain.AnnotationCordonedBy] != "" {
-		// Someone uncordoned the node: the owner recorded for the old cordon
-		// must not be credited with the next one.
-		if node, err = c.update(ctx, name, func(n *corev1.Node) error {
-			if !n.Spec.Unschedulable {
-				delete(n.Annotations, drain.AnnotationCordonedBy)
-			}
-			return nil
-		}); err != nil {
-			return 0, err
-		}
+	if node, err = c.forgetStaleOwner(ctx, node); err != nil {
+		return 0, err
 	}
 	report, _, err := maintenance.ReportOf(node)
 	if err != nil {
@@ -91,6 +82,21 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 		}
 	}
 	return c.act(ctx, node, st, *next, report, policy)
+}
+
+// forgetStaleOwner deletes the cordon owner recorded on a node that is not
+// cordoned (someone ran kubectl uncordon), so a later cordon by someone else
+// is never credited to the old owner.
+func (c *Controller) forgetStaleOwner(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	if node.Spec.Unschedulable || node.Annotations[drain.AnnotationCordonedBy] == "" {
+		return node, nil
+	}
+	return c.update(ctx, node.Name, func(n *corev1.Node) error {
+		if !n.Spec.Unschedulable {
+			delete(n.Annotations, drain.AnnotationCordonedBy)
+		}
+		return nil
+	})
 }
 
 // deadlineOf is when the drain for e must be done: the event's deadline less
