@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
@@ -22,34 +23,29 @@ import (
 // a budget, a naked pod, a pod with emptyDir data, and a single replica whose
 // budget forbids any eviction (only the deadline can move it). Pods take a
 // second to stop.
-func (s *scene) load(t *testing.T) {
-	t.Helper()
-	ns := s.env.Namespace
-	quick := []fixture.PodOption{s.onPool, fixture.GracePeriod(10), fixture.ExitsAfter(1)}
-	s.env.Create(t,
-		fixture.Deployment(ns, "web", 4, quick...),
-		fixture.PDB(ns, "web", "web", fixture.MaxUnavailable("1")),
-		fixture.Pod(ns, "naked", quick...),
-		fixture.Deployment(ns, "cache", 1, append(quick, fixture.EmptyDir())...),
-		fixture.Deployment(ns, "checkout", 1, quick...),
-		fixture.PDB(ns, "checkout", "checkout", fixture.MinAvailable("1")),
-	)
-	s.env.WaitForPods(t, "", 7)
-}
+func (s *scene) load(t *testing.T) { s.loadMix(t, true) }
 
 // loadReplicated is load without the pods a maintenance drain leaves by
 // default when the machine survives the event (no controller, emptyDir data).
-func (s *scene) loadReplicated(t *testing.T) {
+func (s *scene) loadReplicated(t *testing.T) { s.loadMix(t, false) }
+
+func (s *scene) loadMix(t *testing.T, unmanaged bool) {
 	t.Helper()
 	ns := s.env.Namespace
 	quick := []fixture.PodOption{s.onPool, fixture.GracePeriod(10), fixture.ExitsAfter(1)}
-	s.env.Create(t,
+	objs := []runtime.Object{
 		fixture.Deployment(ns, "web", 4, quick...),
 		fixture.PDB(ns, "web", "web", fixture.MaxUnavailable("1")),
 		fixture.Deployment(ns, "checkout", 1, quick...),
 		fixture.PDB(ns, "checkout", "checkout", fixture.MinAvailable("1")),
-	)
-	s.env.WaitForPods(t, "", 5)
+	}
+	pods := 5
+	if unmanaged {
+		objs = append(objs, fixture.Pod(ns, "naked", quick...), fixture.Deployment(ns, "cache", 1, append(quick, fixture.EmptyDir())...))
+		pods += 2
+	}
+	s.env.Create(t, objs...)
+	s.env.WaitForPods(t, "", pods)
 }
 
 // drainedBefore waits until no pod of the test is left on the node and
