@@ -135,7 +135,7 @@ func startCloudAndController(ctx context.Context, sb *sandbox.Sandbox, st *sandb
 	st.MetricsAddress = metrics.Addr().String()
 	_ = metrics.Close() // the controller binds it again
 	f := &controllerFlags{
-		client:         kube.ClientFlags{Kubeconfig: sb.Kubeconfig()},
+		client:         kube.ClientFlags{Kubeconfig: sb.Kubeconfig(), QPS: controllerQPS, Burst: controllerBurst},
 		logs:           logFlags{format: "text", level: "info"},
 		leaderElect:    true,
 		leaseNamespace: cloud.Namespace,
@@ -147,7 +147,7 @@ func startCloudAndController(ctx context.Context, sb *sandbox.Sandbox, st *sandb
 		healthAddress:  "0",
 		requestTimeout: 30 * time.Second,
 		maxInFlight:    50,
-		workers:        4,
+		workers:        defaultWorkers,
 		identity:       "sandbox-controller",
 	}
 	go func() {

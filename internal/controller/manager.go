@@ -111,6 +111,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}
 	drainCfg := rest.CopyConfig(cfg)
 	drainCfg.Timeout = opts.RequestTimeout
+	// Protobuf, as controller-runtime's own clients use for built-in
+	// kinds: evictions and node reads cost the API server and us less.
+	drainCfg.ContentType = runtime.ContentTypeProtobuf
+	drainCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	clientset, err := kubernetes.NewForConfig(drainCfg)
 	if err != nil {
 		return nil, fmt.Errorf("building a client: %w", err)
@@ -142,6 +146,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	mc := maintenance.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, queue, maintenance.Options{
 		Identity: opts.Identity,
 		Self:     selfPod(opts.PodNamespace, opts.Identity),
+		PodsOn:   shared.PodsOn,
 		Policies: policies,
 		Recorder: recorder, // already sends to the webhook
 		Metrics:  maintenance.NewMetrics(opts.Registry),
@@ -206,19 +211,11 @@ func newManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	return mgr, nil
 }
 
-// sharedDrainState indexes the cache's pods by node (for the controller's
-// reads and for the drains) and builds the drains' shared state on the
+// sharedDrainState indexes the cache's pods by node (one index, read by the
+// controller and the drains alike) and builds the drains' shared state on the
 // cache's pod and PodDisruptionBudget informers.
 func sharedDrainState(mgr manager.Manager, maxInFlight int) (*drain.Shared, error) {
 	ctx := context.Background()
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, maintenance.PodNodeField, func(o client.Object) []string {
-		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
-			return []string{p.Spec.NodeName}
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("indexing pods by node: %w", err)
-	}
 	pods, err := sharedIndexInformer(ctx, mgr, &corev1.Pod{})
 	if err != nil {
 		return nil, err

@@ -1,39 +1,95 @@
 package controller
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// stripPod drops what sluice never reads of a pod before the cache keeps it,
-// so the controller's memory stays flat however large the pods' specs are:
-// managed fields, the last-applied annotation, each container's command,
-// environment, mounts and liveness/lifecycle hooks, and the runtime's IDs.
-// Kept: metadata, owners, volumes (emptyDir), priority, grace period, node,
-// resources, readiness and startup probes (how long a start may take), and
-// the status a drain and its diagnosis read.
+// stripPod replaces a pod, before the cache keeps it, with a copy holding
+// only what sluice reads, so the controller's memory stays flat however
+// large the pods' specs are (at 30,000 pods every kilobyte a pod keeps is
+// 30 MB). Kept: metadata without managed fields or the last-applied
+// annotation; of the spec, the node, priority, grace period, what placement
+// needs (resources, host ports, node selector, affinity, tolerations, spread
+// constraints, overhead), the volumes that hold data (emptyDir, claims,
+// ephemeral; not projected tokens, secrets or config maps), and each
+// container's name, resources, readiness and startup probes (how long a
+// start may take) and restart policy (sidecars); of the status, what a drain
+// and its diagnosis read (phase, the Ready, ContainersReady, PodScheduled and
+// DisruptionTarget conditions, each container's readiness and state). Dropped: commands, environment, mounts, images,
+// security contexts, liveness and lifecycle hooks, IPs, the runtime's IDs.
 func stripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	p.ManagedFields = nil
-	delete(p.Annotations, corev1.LastAppliedConfigAnnotation)
-	for _, cs := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
-		for i := range cs {
-			c := &cs[i]
-			c.Command, c.Args, c.Env, c.EnvFrom, c.VolumeMounts, c.VolumeDevices = nil, nil, nil, nil, nil, nil
-			c.LivenessProbe, c.Lifecycle, c.SecurityContext, c.WorkingDir = nil, nil, nil, ""
+	meta := p.ObjectMeta
+	meta.ManagedFields, meta.GenerateName = nil, ""
+	if _, ok := meta.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
+		meta.Annotations = maps.Clone(meta.Annotations)
+		delete(meta.Annotations, corev1.LastAppliedConfigAnnotation)
+	}
+	out := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: meta}
+	spec, in := &out.Spec, &p.Spec
+	spec.NodeName, spec.Priority, spec.PriorityClassName = in.NodeName, in.Priority, in.PriorityClassName
+	spec.TerminationGracePeriodSeconds, spec.RestartPolicy, spec.SchedulerName = in.TerminationGracePeriodSeconds, in.RestartPolicy, in.SchedulerName
+	spec.NodeSelector, spec.Affinity, spec.Tolerations = in.NodeSelector, in.Affinity, in.Tolerations
+	spec.TopologySpreadConstraints, spec.Overhead, spec.HostNetwork = in.TopologySpreadConstraints, in.Overhead, in.HostNetwork
+	spec.Containers, spec.InitContainers = slimContainers(in.Containers), slimContainers(in.InitContainers)
+	for _, v := range in.Volumes {
+		if v.EmptyDir != nil || v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+				EmptyDir: v.EmptyDir, PersistentVolumeClaim: v.PersistentVolumeClaim, Ephemeral: v.Ephemeral}})
 		}
 	}
-	p.Spec.EphemeralContainers = nil
-	for _, ss := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
-		for i := range ss {
-			s := &ss[i]
-			s.ImageID, s.ContainerID, s.LastTerminationState = "", "", corev1.ContainerState{}
-			s.AllocatedResources, s.Resources, s.VolumeMounts, s.User, s.AllocatedResourcesStatus = nil, nil, nil, nil, nil
+	st, ins := &out.Status, &p.Status
+	st.Phase, st.Reason, st.Message, st.StartTime = ins.Phase, ins.Reason, ins.Message, ins.StartTime
+	for _, c := range ins.Conditions {
+		if keptConditions[c.Type] {
+			c.LastProbeTime = metav1.Time{}
+			st.Conditions = append(st.Conditions, c)
 		}
 	}
-	return p, nil
+	st.NominatedNodeName = ins.NominatedNodeName
+	st.ContainerStatuses, st.InitContainerStatuses = slimStatuses(ins.ContainerStatuses), slimStatuses(ins.InitContainerStatuses)
+	return out, nil
+}
+
+// keptConditions are the pod conditions sluice reads: whether the pod
+// counts as healthy for its budget, whether the scheduler could place it,
+// and whether something is already disrupting it.
+var keptConditions = map[corev1.PodConditionType]bool{
+	corev1.PodReady: true, corev1.ContainersReady: true, corev1.PodScheduled: true, corev1.DisruptionTarget: true,
+}
+
+func slimContainers(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		// Placement counts requests; limits and claims decide nothing here.
+		out[i] = corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}, ReadinessProbe: c.ReadinessProbe, StartupProbe: c.StartupProbe, RestartPolicy: c.RestartPolicy}
+		for _, port := range c.Ports {
+			if port.HostPort != 0 {
+				out[i].Ports = append(out[i].Ports, port)
+			}
+		}
+	}
+	return out
+}
+
+func slimStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(ss))
+	for i, s := range ss {
+		out[i] = corev1.ContainerStatus{Name: s.Name, Ready: s.Ready, Started: s.Started, State: s.State, RestartCount: s.RestartCount}
+	}
+	return out
 }
 
 // stripNode drops a node's image list (often the largest part of it), its

@@ -19,12 +19,26 @@ type ClientFlags struct {
 	Burst      int
 }
 
-// AddFlags registers the flags.
+// Default client rate limits, for a command that sets none of its own.
+const (
+	DefaultQPS   = 100
+	DefaultBurst = 200
+)
+
+// AddFlags registers the flags. QPS and Burst, when already set, are the
+// flags' defaults (a controller needs more than a one-off command).
 func (f *ClientFlags) AddFlags(fs *pflag.FlagSet) {
+	qps, burst := f.QPS, f.Burst
+	if qps <= 0 {
+		qps = DefaultQPS
+	}
+	if burst <= 0 {
+		burst = DefaultBurst
+	}
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&f.Context, "context", "", "the kubeconfig context to use")
-	fs.Float32Var(&f.QPS, "kube-api-qps", 100, "requests per second to the API server, on average")
-	fs.IntVar(&f.Burst, "kube-api-burst", 200, "requests to the API server in a burst above --kube-api-qps")
+	fs.Float32Var(&f.QPS, "kube-api-qps", qps, "requests per second to the API server, on average")
+	fs.IntVar(&f.Burst, "kube-api-burst", burst, "requests to the API server in a burst above --kube-api-qps")
 }
 
 // RESTConfig loads the client configuration the flags describe.
@@ -38,7 +52,7 @@ func (f *ClientFlags) RESTConfig() (*rest.Config, error) {
 	if f.QPS < 0 || f.Burst < 0 {
 		return nil, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d: both must be positive", f.QPS, f.Burst)
 	}
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
 	if f.QPS > 0 {
 		cfg.QPS = f.QPS
 	}

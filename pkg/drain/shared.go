@@ -134,6 +134,12 @@ type podSource interface {
 	get(namespace, name string) (*corev1.Pod, error)
 }
 
+// PodsOn returns the pods bound to node, from the shared pod informer. They
+// are the cache's own objects: read them, never change them.
+func (s *Shared) PodsOn(node string) ([]*corev1.Pod, error) {
+	return sharedPods{s: s, node: node}.list(labels.Everything())
+}
+
 // sharedPods reads one node's pods from the shared pod informer.
 type sharedPods struct {
 	s    *Shared

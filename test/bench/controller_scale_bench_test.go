@@ -46,7 +46,7 @@ const (
 )
 
 // BenchmarkControllerAtScale runs `sluice controller` as its own process
-// (chart defaults: 4 workers, the CLI's 100 QPS client, no leader election)
+// (chart defaults: 16 workers, a 200 QPS client, no leader election)
 // against N nodes and 30 pods a node, and measures what it costs at rest
 // and how quickly it still reacts. Once its caches have synced and its queue
 // is empty it is left alone for 60 s: its API requests come from its own
@@ -826,7 +826,7 @@ func reportMassSpot(b *testing.B, m massSpot) {
 		{"  still on their node at its deadline", strconv.Itoa(stayed), ""},
 		{"evictions per second (first report -> last eviction)", fmt.Sprintf("%.0f/s (%d evictions)", evictRate, evicted), ""},
 		{"budgets below desiredHealthy, not explained by DeadlineForced", fmt.Sprintf("%d (%d violated, %d explained)", unexplained, len(w.violated), explained), "0"},
-		{"controller API requests during the event", fmt.Sprintf("%.0f in %.0fs, peak %.0f/s (client limit 100/s, burst 200)", m.requests, m.window.Seconds(), m.peakRate), ""},
+		{"controller API requests during the event", fmt.Sprintf("%.0f in %.0fs, peak %.0f/s (client limit 200/s, burst 400)", m.requests, m.window.Seconds(), m.peakRate), ""},
 		{"controller RSS at the end / peak", fmt.Sprintf("%d MiB / %d MiB", m.mem.RSS>>20, m.mem.Peak>>20), "<= 300 MiB"},
 		{"controller start -> caches synced", m.controller.synced.Round(100 * time.Millisecond).String(), ""},
 		{"setup: sandbox, nodes Ready, pods Ready, budgets settled", setupLine(cl), ""},
@@ -865,7 +865,7 @@ func reportAtScale(b *testing.B, cl *scaleCluster, c *controllerProcess, idle id
 	}
 	minutes := idle.window.Minutes()
 	reads, writes := idle.requests.reads(), idle.requests.writes()
-	printTable(fmt.Sprintf("controller at scale: %d nodes, %d pods, budgets maxUnavailable 10%%, `sluice controller` as its own process (4 workers), idle %s after its caches synced and its queue emptied; watches renew every 5-10 min, which one minute may miss",
+	printTable(fmt.Sprintf("controller at scale: %d nodes, %d pods, budgets maxUnavailable 10%%, `sluice controller` as its own process (16 workers), idle %s after its caches synced and its queue emptied; watches renew every 5-10 min, which one minute may miss",
 		cl.nodes, cl.pods, idle.window), [][]string{
 		{"", "measured", "target"},
 		{"API reads while idle (gets, lists, watches opened)", fmt.Sprintf("%.2f/s (%.0f/min)", reads/idle.window.Seconds(), reads/minutes), "<= 1/s"},

@@ -40,6 +40,8 @@ type Options struct {
 	// Self picks the controller's own pod, evicted after every other pod
 	// when the controller runs on a node it drains.
 	Self func(*corev1.Pod) bool
+	// PodsOn lists the pods bound to a node (the drains' shared view).
+	PodsOn func(node string) ([]*corev1.Pod, error)
 	// Policies resolves a node's NodePool policy.
 	Policies Policies
 	// Recorder writes Kubernetes Events.

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -9,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -24,9 +24,6 @@ const TaintKey = "sluice.dev/maintenance"
 // drain leaves in place (a CNI or log agent rolled out during the event),
 // which tolerate the cordon but not a taint they have never heard of.
 const TaintEffect = corev1.TaintEffectPreferNoSchedule
-
-// PodNodeField is the cache index of pods by spec.nodeName.
-const PodNodeField = "spec.nodeName"
 
 // Labels by which pods opt in to eviction before a Freeze: sluice's own, and
 // AKS's, so workloads labelled for AKS node auto-drain keep working.
@@ -57,6 +54,9 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	}
 	policy := c.opts.Policies.PolicyFor(ctx, node)
 	st, has := stateOf(node)
+	// fresh: this reconcile wrote the record, with an optimistic lock, so
+	// it is the API server's current one and needs no second look.
+	fresh := false
 	next := strongest(report.Events, policy)
 	if has {
 		// The recorded event goes on while it lasts; another one takes over
@@ -74,14 +74,16 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 		if node, st, err = c.adopt(ctx, node, st, has, *next, policy); err != nil {
 			return 0, err
 		}
+		fresh = true
 	case deadlineOf(*next, policy) != nil && !sameTime(st.Deadline, deadlineOf(*next, policy)):
 		// The cloud gave the event a new time. (A started event has none:
 		// it is happening now, and the recorded deadline stands.)
 		if node, st, err = c.moveDeadline(ctx, node, st, *next, policy); err != nil {
 			return 0, err
 		}
+		fresh = true
 	}
-	return c.act(ctx, node, st, *next, report, policy)
+	return c.act(ctx, node, st, *next, report, policy, fresh)
 }
 
 // forgetStaleOwner deletes the cordon owner recorded on a node that is not
@@ -180,22 +182,37 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	if e.Type == maintenance.TypeFreeze && st.Action == ActionNone {
 		st.OptIn = true
 	}
+	// A cordon or drain starts in the same write that records the event:
+	// under a mass preemption one write per node, not two and a re-read,
+	// is what keeps every cordon inside the cloud's notice.
+	cordonNow := !st.OptIn && (st.Action == ActionCordon || st.Action == ActionDrain)
+	cordoned := false
 	updated, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
-		n.Annotations[maintenance.AnnotationState] = st.encode()
-		delete(n.Annotations, maintenance.AnnotationApprove)
+		rec := st
 		if hadOld && drain.CordonedBy(n) == drain.MaintenanceOwner(old.Event) {
 			n.Annotations[drain.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
 		}
+		if cordonNow {
+			cordoned = cordonAndTaint(n, &rec)
+		}
+		n.Annotations[maintenance.AnnotationState] = rec.encode()
+		delete(n.Annotations, maintenance.AnnotationApprove)
 		return nil
 	})
 	if err != nil {
 		return nil, st, err
+	}
+	if recorded, ok := stateOf(updated); ok {
+		st = recorded
 	}
 	if c.opts.Metrics != nil {
 		c.opts.Metrics.EventsSeen.WithLabelValues(string(e.Source), string(e.Type), string(st.Action)).Inc()
 	}
 	c.recorder.Eventf(updated, corev1.EventTypeWarning, "MaintenanceScheduled", "%s", describe(e, st, policy))
 	c.opts.Log.Info("maintenance event", "node", node.Name, "id", e.ID, "type", e.Type, "source", e.Source, "action", st.Action, "pool", policy.Pool)
+	if cordonNow {
+		c.cordoned(updated, st, cordoned)
+	}
 	return updated, st, nil
 }
 
@@ -226,7 +243,8 @@ func describe(e maintenance.Event, st state, policy Policy) string {
 }
 
 // act carries the recorded event's action forward one step.
-func (c *Controller) act(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy) (time.Duration, error) {
+// fresh says the record was written by this reconcile.
+func (c *Controller) act(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy, fresh bool) (time.Duration, error) {
 	switch {
 	case st.Action == ActionCordon:
 		if st.Phase == PhaseObserved {
@@ -234,19 +252,19 @@ func (c *Controller) act(ctx context.Context, node *corev1.Node, st state, e mai
 		}
 		return 0, nil
 	case st.Action == ActionDrain, st.OptIn:
-		return c.drainStep(ctx, node, st, e, report, policy)
+		return c.drainStep(ctx, node, st, e, report, policy, fresh)
 	}
 	return 0, nil
 }
 
-func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy) (time.Duration, error) {
+func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy, fresh bool) (time.Duration, error) {
 	switch st.Phase {
 	case PhaseObserved, PhaseDraining:
 		if c.queue.Holds(node.Name, drainKey(st)) {
 			return 0, nil
 		}
 		if st.OptIn {
-			has, err := c.hasOptedInPods(ctx, node.Name)
+			has, err := c.hasOptedInPods(node.Name)
 			if err != nil || !has {
 				return 0, err // a Freeze with nobody opted in changes nothing
 			}
@@ -256,8 +274,10 @@ func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state,
 				return 0, err
 			}
 			st.Phase = PhaseDraining
-		} else if still, err := c.stillDraining(ctx, node.Name, st.Event); err != nil || !still {
-			return 0, err
+		} else if !fresh {
+			if still, err := c.stillDraining(ctx, node.Name, st.Event); err != nil || !still {
+				return 0, err
+			}
 		}
 		return 0, c.startDrain(node, st, policy)
 	case PhaseBlocked:
@@ -303,23 +323,41 @@ func (c *Controller) cordon(ctx context.Context, name string, st state, phase Ph
 		if cur.Phase != PhaseObserved && cur.Phase != PhaseCordoned && phase == PhaseDraining {
 			return true, errStale // another reconcile moved the record on meanwhile
 		}
-		cordoned = drain.Cordon(n, drain.MaintenanceOwner(st.Event))
-		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey }) {
-			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: string(st.Type), Effect: TaintEffect})
-			cur.Tainted = true
-		}
+		cordoned = cordonAndTaint(n, cur)
 		cur.Phase = phase
 		return true, nil
 	})
 	if err != nil {
 		return err
 	}
+	c.cordoned(updated, st, cordoned)
+	return nil
+}
+
+// cordonAndTaint cordons and taints the node in memory for the event st
+// records, noting the taint on st, and moves st to the phase its action
+// leads to. It reports whether sluice placed the cordon (false: someone
+// else had, and it stays theirs).
+func cordonAndTaint(n *corev1.Node, st *state) bool {
+	cordoned := drain.Cordon(n, drain.MaintenanceOwner(st.Event))
+	if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey }) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: string(st.Type), Effect: TaintEffect})
+		st.Tainted = true
+	}
+	st.Phase = PhaseCordoned
+	if st.Action == ActionDrain {
+		st.Phase = PhaseDraining
+	}
+	return cordoned
+}
+
+// cordoned announces a cordon (or that someone else's was found).
+func (c *Controller) cordoned(node *corev1.Node, st state, byUs bool) {
 	how := "already cordoned by someone else; sluice will leave the cordon to them"
-	if cordoned {
+	if byUs {
 		how = "cordoned"
 	}
-	c.recorder.Eventf(updated, corev1.EventTypeNormal, "CordonStarted", "sluice: %s for %s event %s; tainted %s=%s:%s", how, st.Type, st.Event, TaintKey, st.Type, TaintEffect)
-	return nil
+	c.recorder.Eventf(node, corev1.EventTypeNormal, "CordonStarted", "sluice: %s for %s event %s; tainted %s=%s:%s", how, st.Type, st.Event, TaintKey, st.Type, TaintEffect)
 }
 
 // setPhase moves the record to phase if it is still about event.
@@ -444,10 +482,13 @@ func optedIn(p *corev1.Pod) bool {
 	return ok && v != "false"
 }
 
-func (c *Controller) hasOptedInPods(ctx context.Context, node string) (bool, error) {
-	var pods corev1.PodList
-	if err := c.kube.List(ctx, &pods, client.MatchingFields{PodNodeField: node}); err != nil {
+func (c *Controller) hasOptedInPods(node string) (bool, error) {
+	if c.opts.PodsOn == nil {
+		return false, errors.New("the controller was built without a view of pods")
+	}
+	pods, err := c.opts.PodsOn(node)
+	if err != nil {
 		return false, fmt.Errorf("listing pods on %s: %w", node, err)
 	}
-	return slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return optedIn(&p) && p.DeletionTimestamp == nil }), nil
+	return slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return optedIn(p) && p.DeletionTimestamp == nil }), nil
 }
