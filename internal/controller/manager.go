@@ -35,6 +35,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/sluice-dev/sluice/internal/controller/claims"
 	"github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/termination"
@@ -142,6 +143,12 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		if err := status.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the NodePool controller: %w", err)
 		}
+	}
+	// A person's drain, seen through its claim on the node, counts against
+	// the queue's caps too.
+	poolOf := func(ctx context.Context, n *corev1.Node) string { return policies.PolicyFor(ctx, n).Pool }
+	if err := claims.New(mgr.GetClient(), opts.Clock, queue, opts.Identity, poolOf).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the drain-claim controller: %w", err)
 	}
 	mc := maintenance.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, queue, maintenance.Options{
 		Identity: opts.Identity,

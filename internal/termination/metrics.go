@@ -12,7 +12,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Disrupting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_termination_disrupting_nodes",
-			Help: "Nodes being drained now, for every reason."}),
+			Help: "Nodes being drained now, for every reason, the drains of others (a person's sluice drain, seen by its claim on the node) included."}),
 		Queued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_termination_queued_nodes",
 			Help: "Nodes waiting for room under the cross-node caps."}),
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -108,7 +109,16 @@ type Queue struct {
 	// stopping holds, per node, the last canceled drain until it has
 	// unwound (released its claim on the node): its successor waits for it.
 	stopping map[string]*job
-	wg       sync.WaitGroup
+	// outside are nodes drained by someone else (a person's `sluice drain`,
+	// another program using pkg/drain), seen through their claim on the
+	// node: they count against the caps until the claim lapses.
+	outside map[string]outsideDrain
+	wg      sync.WaitGroup
+}
+
+type outsideDrain struct {
+	pool, holder string
+	until        time.Time
 }
 
 type job struct {
@@ -127,8 +137,11 @@ func New(client kubernetes.Interface, clk clock.WithTicker, shared *drain.Shared
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	q := &Queue{client: client, clock: clk, shared: shared, limits: limits, identity: identity, recorder: recorder,
-		log: log, metrics: metrics, started: make(chan struct{}), active: map[string]*job{}, stopping: map[string]*job{}}
+		log: log, metrics: metrics, started: make(chan struct{}), active: map[string]*job{}, stopping: map[string]*job{}, outside: map[string]outsideDrain{}}
 	q.drain = q.drainNode
 	return q, nil
 }
@@ -214,7 +227,8 @@ func (q *Queue) Holds(node, key string) bool {
 	return j != nil && j.req.Key == key
 }
 
-// Disrupting counts the nodes draining now, in all and per pool.
+// Disrupting counts the nodes draining now, in all and per pool, the drains
+// of others (Outside) included.
 func (q *Queue) Disrupting() (total int, byPool map[string]int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -229,7 +243,40 @@ func (q *Queue) countLocked() (int, map[string]int) {
 			byPool[j.req.Pool]++
 		}
 	}
+	now := q.clock.Now()
+	for node, o := range q.outside {
+		if _, ours := q.active[node]; !ours && now.Before(o.until) {
+			total++
+			byPool[o.pool]++
+		}
+	}
 	return total, byPool
+}
+
+// Outside records that someone else drains node (of pool) until the given
+// time, when their claim on it lapses unless renewed: a person's `sluice
+// drain` counts against the same caps as the queue's own drains, so the
+// controller's voluntary work waits for it. Recording it again moves until.
+func (q *Queue) Outside(node, pool, holder string, until time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, known := q.outside[node]; !known {
+		q.log.Info("a drain by someone else counts against the caps", "node", node, "pool", pool, "holder", holder)
+	}
+	q.outside[node] = outsideDrain{pool: pool, holder: holder, until: until}
+	q.observeLocked()
+}
+
+// OutsideEnded forgets a drain by someone else (its claim was released or
+// lapsed, or the node is gone); queued work may start.
+func (q *Queue) OutsideEnded(node string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, known := q.outside[node]; !known {
+		return
+	}
+	delete(q.outside, node)
+	q.promoteLocked()
 }
 
 func (q *Queue) roomLocked(pool string) bool {

@@ -3,9 +3,13 @@ package termination
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
@@ -58,7 +62,12 @@ func (f *fakeDrains) startedSoFar() []string {
 
 func newTestQueue(t *testing.T, limits Limits) (*Queue, *fakeDrains) {
 	t.Helper()
-	q, err := New(nil, nil, nil, limits, "test", nil, nil, nil)
+	return newTestQueueWithClock(t, limits, nil)
+}
+
+func newTestQueueWithClock(t *testing.T, limits Limits, clk clock.WithTicker) (*Queue, *fakeDrains) {
+	t.Helper()
+	q, err := New(nil, clk, nil, limits, "test", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,5 +214,38 @@ func TestReleasedRunsAfterTheQueueLetsGo(t *testing.T) {
 	f.finish(t, "n")
 	if held := <-released; held {
 		t.Fatal("Released ran while the queue still held the request")
+	}
+}
+
+// A person's `sluice drain` (seen through its claim on the node) holds the
+// controller's voluntary work behind the same caps, until the claim is
+// released or lapses; a node the queue drains itself is counted once.
+func TestDrainsByOthersCountAgainstTheCaps(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	q, f := newTestQueueWithClock(t, Limits{MaxNodesPerPool: 1}, clk)
+	q.Outside("a1", "a", "alice@laptop", clk.Now().Add(30*time.Second))
+	if total, byPool := q.Disrupting(); total != 1 || byPool["a"] != 1 {
+		t.Fatalf("disrupting %d %v; want alice's drain counted in pool a", total, byPool)
+	}
+	submit(t, q, "a2", "a", "k", false, Queued) // pool a is at its cap: alice's drain
+	submit(t, q, "b1", "b", "k", false, Started)
+
+	q.OutsideEnded("a1") // alice's drain released its claim
+	eventually(t, "a2 to start", func() bool { return slices.Contains(f.startedSoFar(), "a2/k") })
+	f.finish(t, "a2")
+	eventually(t, "a2 to leave", func() bool { total, _ := q.Disrupting(); return total == 1 })
+
+	// A claim that lapses without being released stops counting by itself.
+	q.Outside("a3", "a", "bob@laptop", clk.Now().Add(30*time.Second))
+	submit(t, q, "a4", "a", "k", false, Queued)
+	clk.Step(31 * time.Second)
+	if total, byPool := q.Disrupting(); byPool["a"] != 0 || total != 1 {
+		t.Fatalf("disrupting %d %v after bob's claim lapsed; want only b1", total, byPool)
+	}
+
+	// The queue's own drain of a node also carries a claim: counted once.
+	q.Outside("b1", "b", "test", clk.Now().Add(30*time.Second))
+	if total, byPool := q.Disrupting(); total != 1 || byPool["b"] != 1 {
+		t.Fatalf("disrupting %d %v; want b1 counted once", total, byPool)
 	}
 }

@@ -51,6 +51,17 @@ func claimOf(node *corev1.Node) (claim, bool) {
 	return c, true
 }
 
+// LiveClaim reads the claim of the drain in progress on the node: who holds
+// it and when it lapses unless renewed; ok is false when no drain holds the
+// node (no claim, an unreadable one, or one past its time).
+func LiveClaim(node *corev1.Node, now time.Time) (holder string, until time.Time, ok bool) {
+	c, found := claimOf(node)
+	if !found || now.Sub(c.Renewed) > claimTTL {
+		return "", time.Time{}, false
+	}
+	return c.Holder, c.Renewed.Add(claimTTL), true
+}
+
 // heldByOther reports a live claim by another drain.
 func heldByOther(node *corev1.Node, id string, now time.Time) (claim, bool) {
 	c, ok := claimOf(node)

@@ -6,10 +6,12 @@ package maintenance_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -277,5 +279,52 @@ func createPool(t *testing.T, dyn dynamic.Interface, name string, spec map[strin
 	}
 	t.Cleanup(func() {
 		_ = dyn.Resource(v1alpha1.NodePoolResource).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// A person's `sluice drain` counts against the controller's caps on nodes
+// disrupting at once for as long as it holds its claim on the node: the
+// controller sees it, and its voluntary work waits for it (the queue's unit
+// tests show the waiting; this shows the controller seeing the drain).
+func TestAPersonsDrainCountsAgainstTheControllersCaps(t *testing.T) {
+	s := newScene(t, maintenance.SourceAzure)
+	s.env.Create(t, fixture.Deployment(s.env.Namespace, "web", 2, s.onPool, fixture.GracePeriod(15), fixture.ExitsAfter(8)))
+	s.env.WaitForPods(t, "", 2)
+	s.addSpare(t)
+	reg := prometheus.NewRegistry()
+	startControllerWithRegistry(t, s.env, reg)
+	disrupting := func() float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "sluice_termination_disrupting_nodes" && len(f.GetMetric()) == 1 {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+
+	d, err := drain.New(s.env.Client, clock.RealClock{}, drain.Options{IgnoreDaemonSets: true, Holder: "alice"}, drain.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		report, err := d.Drain(context.Background(), []string{s.node})
+		if err == nil && !report.Drained() {
+			err = fmt.Errorf("not drained: %+v", report)
+		}
+		done <- err
+	}()
+	s.env.WaitFor(t, 15*time.Second, "the controller to count alice's drain", func(context.Context) (bool, error) {
+		return disrupting() == 1, nil
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("alice's drain: %v", err)
+	}
+	s.env.WaitFor(t, 15*time.Second, "the controller to see alice's drain end", func(context.Context) (bool, error) {
+		return disrupting() == 0, nil
 	})
 }

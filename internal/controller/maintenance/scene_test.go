@@ -110,6 +110,12 @@ func (s *scene) startAgent(t *testing.T) {
 // returned stop is called.
 func startController(t *testing.T, env *sandboxtest.Env) (stop func()) {
 	t.Helper()
+	return startControllerWithRegistry(t, env, prometheus.NewRegistry())
+}
+
+// startControllerWithRegistry is startController with its metrics in reg.
+func startControllerWithRegistry(t *testing.T, env *sandboxtest.Env, reg *prometheus.Registry) (stop func()) {
+	t.Helper()
 	mgr, err := controller.New(env.Config, controller.Options{
 		Identity:        "test-" + t.Name(),
 		Workers:         2,
@@ -117,7 +123,7 @@ func startController(t *testing.T, env *sandboxtest.Env) (stop func()) {
 		MetricsAddress:  "0",
 		HealthAddress:   "0",
 		Log:             logger(t).With("component", "controller"),
-		Registry:        prometheus.NewRegistry(),
+		Registry:        reg,
 		SeveralManagers: true,
 	})
 	if err != nil {
