@@ -25,6 +25,12 @@ type step struct {
 // stops, or the deadline forces a delete.
 func (nd *nodeDrain) leave(ctx context.Context, st *podState) {
 	defer st.settle()
+	defer func() {
+		// Gone: the budget's status counts it from now on, not the ledger.
+		if st.pdb != nil && st.isGone() {
+			nd.ledger.release(st.pdb.UID, st.pod.Name)
+		}
+	}()
 	if st.class.verdict == waitGone {
 		st.outcome, st.reason, st.message = PodDeleted, ReasonTerminating, st.class.message
 		nd.awaitGone(ctx, st)
@@ -82,7 +88,7 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 	if st.pdb != nil {
 		var ok bool
 		var changed <-chan struct{}
-		ok, version, changed = nd.ledger.take(st.pdb.UID, nd.clock.Now())
+		ok, version, changed = nd.ledger.take(st.pdb.UID, st.pod.Name, nd.clock.Now())
 		if !ok {
 			reason, msg := nd.whyHeld(ctx, st)
 			nd.block(st, reason, msg, reason == ReasonPDBDeadlock)
@@ -92,7 +98,7 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 	}
 	err := nd.evictPod(ctx, st, grace)
 	if err != nil && took && !apierrors.IsTooManyRequests(err) {
-		nd.ledger.refund(st.pdb.UID, version)
+		nd.ledger.release(st.pdb.UID, st.pod.Name)
 	}
 	if err == nil {
 		nd.asked(st, PodEvicted, grace)
@@ -131,7 +137,7 @@ func (nd *nodeDrain) refused(ctx context.Context, st *podState, err error, versi
 			}
 			st.pdb, st.pdbName = matched[0], matched[0].Name
 		}
-		changed := nd.ledger.exhausted(st.pdb.UID, version)
+		changed := nd.ledger.exhausted(st.pdb.UID, st.pod.Name, version)
 		reason, msg := nd.whyHeld(ctx, st)
 		nd.block(st, reason, msg, reason == ReasonPDBDeadlock)
 		return step{wake: changed, after: max(retry, 5*time.Second)}

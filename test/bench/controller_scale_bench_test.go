@@ -544,6 +544,11 @@ type drainWatch struct {
 	pods     map[types.UID]*podFate
 	forced   map[string]bool      // pods named by a DeadlineForced Event
 	violated map[string]time.Time // budget -> first seen with currentHealthy < desiredHealthy
+	// The sandbox's pace: pods created after the watch started (the
+	// replacements) and when each was first seen Ready.
+	since      time.Time
+	replaced   map[types.UID]time.Time
+	readyAfter map[types.UID]time.Time
 
 	stop func()
 }
@@ -566,7 +571,8 @@ const reasonEvictionByEvictionAPI = "EvictionByEvictionAPI"
 
 func watchDrains(b *testing.B, client kubernetes.Interface, ns string, targets []*target) *drainWatch {
 	b.Helper()
-	w := &drainWatch{nodes: map[string]*nodePods{}, pods: map[types.UID]*podFate{}, forced: map[string]bool{}, violated: map[string]time.Time{}}
+	w := &drainWatch{nodes: map[string]*nodePods{}, pods: map[types.UID]*podFate{}, forced: map[string]bool{}, violated: map[string]time.Time{},
+		replaced: map[types.UID]time.Time{}, readyAfter: map[types.UID]time.Time{}}
 	for _, t := range targets {
 		w.nodes[t.node] = &nodePods{on: map[types.UID]bool{}}
 	}
@@ -605,6 +611,7 @@ func watchDrains(b *testing.B, client kubernetes.Interface, ns string, targets [
 	events.WaitForCacheSync(ctx.Done())
 	w.mu.Lock()
 	synced := time.Now()
+	w.since = synced
 	for _, np := range w.nodes {
 		np.initial = len(np.on)
 		if np.initial == 0 {
@@ -627,7 +634,7 @@ func slimPod(obj any) (any, error) {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: map[string]string{fixture.LabelApp: p.Labels[fixture.LabelApp]}, OwnerReferences: p.OwnerReferences,
-			DeletionTimestamp: p.DeletionTimestamp},
+			DeletionTimestamp: p.DeletionTimestamp, CreationTimestamp: p.CreationTimestamp},
 		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
 		Status: corev1.PodStatus{Phase: p.Status.Phase, Conditions: p.Status.Conditions},
 	}, nil
@@ -644,6 +651,14 @@ func (w *drainWatch) observePod(obj any, deleted bool) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.since.IsZero() && p.CreationTimestamp.After(w.since) && !deleted {
+		if _, seen := w.replaced[p.UID]; !seen {
+			w.replaced[p.UID] = now
+		}
+		if _, seen := w.readyAfter[p.UID]; !seen && podReady(p) {
+			w.readyAfter[p.UID] = now
+		}
+	}
 	np := w.nodes[p.Spec.NodeName]
 	if np == nil {
 		return
@@ -673,6 +688,12 @@ func (w *drainWatch) observePod(obj any, deleted bool) {
 			np.emptied = now
 		}
 	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
 }
 
 func (w *drainWatch) observeBudget(obj any) {
@@ -805,6 +826,7 @@ func reportMassSpot(b *testing.B, m massSpot) {
 	}
 	unexplained := len(w.violated) - explained
 
+	lastDeadline := slices.MaxFunc(m.deadlines, time.Time.Compare)
 	slices.Sort(cordon)
 	slices.Sort(drain)
 	pct := func(ds []time.Duration) string {
@@ -825,6 +847,7 @@ func reportMassSpot(b *testing.B, m massSpot) {
 		{"  deleted despite a budget (DeadlineForced Events)", strconv.Itoa(forced), ""},
 		{"  still on their node at its deadline", strconv.Itoa(stayed), ""},
 		{"evictions per second (first report -> last eviction)", fmt.Sprintf("%.0f/s (%d evictions)", evictRate, evicted), ""},
+		{"  the sandbox's pace: replacements created / Ready by the last deadline", replacementPace(w, firstReport, lastDeadline), ""},
 		{"budgets below desiredHealthy, not explained by DeadlineForced", fmt.Sprintf("%d (%d violated, %d explained)", unexplained, len(w.violated), explained), "0"},
 		{"controller API requests during the event", fmt.Sprintf("%.0f in %.0fs, peak %.0f/s (client limit 200/s, burst 400)", m.requests, m.window.Seconds(), m.peakRate), ""},
 		{"controller RSS at the end / peak", fmt.Sprintf("%d MiB / %d MiB", m.mem.RSS>>20, m.mem.Peak>>20), "<= 300 MiB"},
@@ -845,6 +868,28 @@ func reportMassSpot(b *testing.B, m massSpot) {
 	b.ReportMetric(100*float64(graceful)/float64(max(podsOn, 1)), "graceful-%")
 	b.ReportMetric(evictRate, "evictions/s")
 	b.ReportMetric(float64(unexplained), "pdb-violations")
+}
+
+// replacementPace says how many pods the sandbox created and made Ready
+// between the first report and the last deadline: a budget recovers only as
+// fast as replacements become Ready, so this bounds how fast any drain can go.
+func replacementPace(w *drainWatch, from, until time.Time) string {
+	created, ready := 0, 0
+	for _, at := range w.replaced {
+		if !at.Before(from) && !at.After(until) {
+			created++
+		}
+	}
+	for _, at := range w.readyAfter {
+		if !at.Before(from) && !at.After(until) {
+			ready++
+		}
+	}
+	secs := until.Sub(from).Seconds()
+	if secs <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d / %d in %.0fs (%.0f/s Ready)", created, ready, secs, float64(ready)/secs)
 }
 
 func reportAtScale(b *testing.B, cl *scaleCluster, c *controllerProcess, idle idleFigures, end sandbox.Memory,
