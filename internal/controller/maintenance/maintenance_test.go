@@ -114,7 +114,9 @@ func TestAzureFreezeAndRebootChangeNothingButOptInPods(t *testing.T) {
 	s.azure.Schedule(azure.RawEvent{EventID: "reboot-1", EventType: "Reboot", ResourceType: "VirtualMachine", Resources: []string{vm},
 		EventStatus: "Scheduled", NotBefore: rfc1123(time.Now().Add(5 * time.Minute)), EventSource: "Platform", DurationInSeconds: 300})
 	s.waitForReason(t, 10*time.Second, "MaintenanceScheduled")
-	time.Sleep(3 * time.Second) // asserting that nothing happens: give it the chance
+	// The write that records an event also cordons for it, if its action
+	// says so: once the record is there, a Reboot's decision has been made.
+	s.waitForPhase(t, 10*time.Second, mcontroller.PhaseObserved)
 	if n := s.getNode(t); n.Spec.Unschedulable || hasTaint(n) {
 		t.Fatalf("a Reboot cordoned or tainted the node")
 	}
@@ -154,10 +156,13 @@ func TestAzureRedeployDrainsApprovesAndUncordonsAfterwards(t *testing.T) {
 	setNotReady(t, s, true)
 	s.env.WaitForNodeReady(t, s.node, false)
 	s.azure.Finish("redeploy-1")
-	time.Sleep(2 * time.Second) // the event is gone but the node is down: it must stay cordoned
-	if n := s.getNode(t); !n.Spec.Unschedulable {
-		t.Fatalf("uncordoned while the node was NotReady")
-	}
+	// The event is gone but the node is down: it must stay cordoned. The
+	// agent's report without the event is what would make the controller
+	// act; once it is on the node, the controller has it in hand.
+	s.env.WaitFor(t, 10*time.Second, "the agent's report without redeploy-1", func(context.Context) (bool, error) {
+		return !strings.Contains(s.getNode(t).Annotations[maintenance.AnnotationEvents], "redeploy-1"), nil
+	})
+	s.holds(t, 2*time.Second, "the node stays cordoned while NotReady", func(n *corev1.Node) bool { return n.Spec.Unschedulable })
 	setNotReady(t, s, false)
 	s.waitForReason(t, 30*time.Second, "Uncordoned")
 	n := s.getNode(t)

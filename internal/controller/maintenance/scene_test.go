@@ -204,6 +204,17 @@ func (s *scene) waitForPhase(t *testing.T, timeout time.Duration, phase mcontrol
 	})
 }
 
+// holds asserts that something does not happen: cond must hold of the node
+// at every look for the whole window (a negative has no event to wait on).
+func (s *scene) holds(t *testing.T, window time.Duration, what string, cond func(*corev1.Node) bool) {
+	t.Helper()
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if !cond(s.getNode(t)) {
+			t.Fatalf("%s: it did not", what)
+		}
+	}
+}
+
 func hasTaint(n *corev1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == mcontroller.TaintKey })
 }
