@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,6 +128,10 @@ func BenchmarkMassSpotEvent(b *testing.B) {
 		cl := newScaleCluster(b, n, p)
 		c := startControllerProcess(b, bin, cl.sb.Kubeconfig())
 		c.waitQueueEmpty(b)
+		// The event is measured on a cluster at rest, not on the backlog of
+		// building it (kwok still starting pods minutes late).
+		waitCalm(b, 5*time.Minute)
+		loadStart = loadavg()
 		watch := watchDrains(b, cl.client, cl.ns, cl.targets)
 
 		deadlines := make([]time.Time, len(cl.targets))
@@ -939,6 +944,29 @@ func reportAtScale(b *testing.B, cl *scaleCluster, c *controllerProcess, idle id
 func setupLine(cl *scaleCluster) string {
 	s := func(d time.Duration) string { return d.Round(time.Second).String() }
 	return fmt.Sprintf("%s (%s + %s + %s + %s)", s(cl.setup), s(cl.sb.StartupDuration()), s(cl.nodesReady), s(cl.podsReady), s(cl.budgetsSettled))
+}
+
+// calmLoad is the one-minute load average, per core, under which the machine
+// counts as at rest.
+const calmLoad = 1.5
+
+// waitCalm waits, at most max, for the one-minute load average to fall under
+// calmLoad per core, and says on stderr how it went.
+func waitCalm(b *testing.B, max time.Duration) {
+	b.Helper()
+	start := time.Now()
+	for time.Since(start) < max {
+		f := strings.Fields(loadavg())
+		if len(f) == 0 {
+			return
+		}
+		if one, err := strconv.ParseFloat(f[0], 64); err == nil && one <= calmLoad*float64(goruntime.NumCPU()) {
+			fmt.Fprintf(os.Stderr, "machine at rest after %s (load %s)\n", time.Since(start).Round(time.Second), loadavg())
+			return
+		}
+		time.Sleep(5 * time.Second)
+	}
+	fmt.Fprintf(os.Stderr, "machine still busy after %s (load %s); measuring anyway\n", max, loadavg())
 }
 
 // loadavg is the machine's load average over 1, 5 and 15 minutes.
