@@ -114,18 +114,9 @@ func NewClient(endpoint string, timeout time.Duration, clk clock.Clock) (*Client
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	// The service is link-local: a proxy from the environment could not reach
-	// it, and would add X-Forwarded-For, which makes the token PUT fail.
-	transport.Proxy = nil
 	return &Client{
-		base: strings.TrimRight(endpoint, "/"),
-		http: &http.Client{
-			Timeout:   timeout,
-			Transport: transport,
-			// Never follow a redirect: it would carry the token elsewhere.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+		base:    strings.TrimRight(endpoint, "/"),
+		http:    maintenance.NewHTTPClient(timeout, timeout),
 		clk:     clk,
 		retries: 3,
 		backoff: 200 * time.Millisecond,

@@ -68,7 +68,7 @@ func NewClient(endpoint string, timeout time.Duration) (*Client, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("metadata timeout %s: must be positive", timeout)
 	}
-	return &Client{base: strings.TrimRight(endpoint, "/") + Path + "?api-version=" + APIVersion, http: &http.Client{Timeout: timeout}, retries: 3}, nil
+	return &Client{base: strings.TrimRight(endpoint, "/") + Path + "?api-version=" + APIVersion, http: maintenance.NewHTTPClient(timeout, timeout), retries: 3}, nil
 }
 
 // Document fetches the current document, retrying transport errors and 5xx

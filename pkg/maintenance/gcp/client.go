@@ -28,12 +28,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
 // The server's fixed coordinates.
@@ -81,22 +82,9 @@ func NewClient(endpoint string, timeout time.Duration) (*Client, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("metadata timeout %s: must be positive", timeout)
 	}
-	hc := &http.Client{
-		// Proxy is nil, never from the environment: the metadata server is
-		// link-local, and it refuses requests that carry X-Forwarded-For,
-		// which proxies add.
-		Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 4,
-			IdleConnTimeout:     90 * time.Second,
-		},
-		// The metadata server does not redirect; a redirect means something
-		// else answered, and following it would drop our view of that.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
 	return &Client{
 		base:    strings.TrimRight(endpoint, "/") + BasePath,
-		http:    hc,
+		http:    maintenance.NewHTTPClient(timeout, 0), // each request is bounded by its context
 		timeout: timeout,
 		retries: 3,
 		backoff: 200 * time.Millisecond,
