@@ -123,7 +123,7 @@ func (s ScheduledEvent) Event() (maintenance.Event, error) {
 		if notAfter.Before(e.NotBefore) {
 			return fail("NotAfter %s is before NotBefore %s", s.NotAfter, s.NotBefore)
 		}
-		e.Duration = notAfter.Sub(e.NotBefore)
+		e.Duration = maintenance.DurationOf(notAfter.Sub(e.NotBefore))
 	}
 	return e, nil
 }
