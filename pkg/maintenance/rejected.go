@@ -12,7 +12,8 @@ import (
 // be read, and never ends an event that was known (see Holder).
 type RejectedError struct {
 	// Part names what was rejected, in the source's own terms, such as
-	// `event "A1"` or `instance/maintenance-event`.
+	// `event "A1"` or `instance/maintenance-event`; empty when Err already
+	// says.
 	Part string
 	// Err says why.
 	Err error
@@ -38,7 +39,12 @@ func RejectPrefix(part string, err error, prefix string) error {
 	return &RejectedError{Part: part, Err: err, covers: func(id string) bool { return strings.HasPrefix(id, prefix) }}
 }
 
-func (r *RejectedError) Error() string { return r.Part + ": " + r.Err.Error() }
+func (r *RejectedError) Error() string {
+	if r.Part == "" {
+		return r.Err.Error()
+	}
+	return r.Part + ": " + r.Err.Error()
+}
 
 func (r *RejectedError) Unwrap() error { return r.Err }
 
