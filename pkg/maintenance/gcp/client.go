@@ -22,6 +22,12 @@
 //     timeout_sec seconds have passed, then answers the current value and its
 //     ETag. During maintenance the server may answer 503; such answers are
 //     retried.
+//
+// Beyond the documentation, as servers in the field behave: Source polls
+// each key on its own and backs off (with jitter) from a server that answers
+// long polls at once, and a maintenance-event value Google does not document
+// (SHUTDOWN_ON_HOST_MAINTENANCE, later additions) is rejected and ignored
+// without hiding preempted.
 package gcp
 
 import (

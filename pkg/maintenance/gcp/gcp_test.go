@@ -655,3 +655,24 @@ func TestSourceRetriesAndSurvivesReadFailures(t *testing.T) {
 		t.Errorf("after the outage: %+v; want the preemption with its first deadline", e)
 	}
 }
+
+// Polls end with the ctx they were sent under; the next call sends them
+// again and misses nothing.
+func TestSourceResumesAfterItsPollsWereCanceled(t *testing.T) {
+	s, src, _ := source(t)
+	ctx, cancel := context.WithCancel(bounded(t))
+	if _, err := src.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AwaitHeld(bounded(t), len(watched)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := s.AwaitHeld(bounded(t), 0); err != nil {
+		t.Fatalf("the polls outlived their ctx: %v", err)
+	}
+	s.Preempt()
+	if e := only(t)(next(t, s, src)); e.ID != IDPreempted {
+		t.Errorf("after the polls were canceled: %+v; want the preemption", e)
+	}
+}

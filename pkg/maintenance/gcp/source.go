@@ -120,6 +120,7 @@ type update struct {
 	a       Answer
 	err     error
 	elapsed time.Duration
+	stopped bool // the ctx the poll ran under ended
 }
 
 var _ maintenance.Watcher = (*Source)(nil)
@@ -211,7 +212,7 @@ func (s *Source) start(ctx context.Context, i int) {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				u.err = ctx.Err()
+				u.err, u.stopped = ctx.Err(), true
 				s.updates <- u
 				return
 			case <-t.C():
@@ -225,6 +226,7 @@ func (s *Source) start(ctx context.Context, i int) {
 			u.a, u.err = s.client.Get(ctx, watched[i])
 		}
 		u.elapsed = s.clock.Since(began)
+		u.stopped = u.err != nil && ctx.Err() != nil
 		s.updates <- u // buffered: one slot per key, one poll per key
 	}()
 }
@@ -235,7 +237,7 @@ func (s *Source) start(ctx context.Context, i int) {
 func (s *Source) apply(ctx context.Context, u update) bool {
 	k := &s.keys[u.i]
 	k.polling = false
-	if u.err != nil && ctx.Err() == nil && (errors.Is(u.err, context.Canceled) || errors.Is(u.err, context.DeadlineExceeded)) {
+	if u.stopped && ctx.Err() == nil {
 		s.start(ctx, u.i)
 		return false
 	}
