@@ -89,7 +89,9 @@ func TestAgentLogsChangesNotPolls(t *testing.T) {
 			waitForReport(ctx, t, client)
 		}
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
 		for msg, want := range map[string]int{
 			"maintenance event": 1,
 			"ignoring an unreadable part of the metadata answer": 1,
