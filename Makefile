@@ -14,7 +14,7 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # a 2-core machine comfortably.
 TEST_FLAGS    ?= -race -count=1 -p 2 -timeout 45m
 
-.PHONY: build tools test unit bench demo demo-down lint fmt clean
+.PHONY: build tools test unit fuzz bench demo demo-down lint fmt clean
 
 build: ## build bin/sluice
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
@@ -27,6 +27,16 @@ test: tools ## every test, integration tests against the sandbox included
 
 unit: ## only the tests that need no control plane
 	$(GO) test -count=1 -short ./...
+
+# The metadata parsers' fuzz targets (package:target). `go test` runs each
+# with its seed corpus (the vendors' documented payloads) in every test run;
+# `make fuzz` explores beyond the seeds for FUZZTIME each.
+FUZZTIME    ?= 30s
+FUZZTARGETS := azure:FuzzParseDocument aws:FuzzSpotAction aws:FuzzScheduledList aws:FuzzRebalanceAndLifecycle gcp:FuzzValues
+fuzz: ## fuzz each metadata parser for FUZZTIME (default 30s each)
+	for t in $(FUZZTARGETS); do \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./pkg/maintenance/$${t%%:*}/ || exit 1; \
+	done
 
 BENCH ?= .
 bench: tools ## benchmarks (each builds its own cluster; BENCH=regexp picks some)

@@ -35,16 +35,26 @@ type Config struct {
 	Approver maintenance.Approver
 }
 
-// Agent mirrors one machine's maintenance events onto its Node.
+// Agent mirrors one machine's maintenance events onto its Node. It logs what
+// changes (a new event, a new status or time, an event over, a part of the
+// answer newly unreadable), never what it merely sees again, so a service
+// that answers the same every second costs no log lines.
 type Agent struct {
 	client kubernetes.Interface
 	log    *slog.Logger
 	cfg    Config
+
+	logged   map[string]maintenance.Event // the events as last logged, by ID
+	writeErr string                       // the last failure to write the report, logged once
+	// written is the report last written, over the node at resourceVersion
+	// writtenOver: a node still at that version is the cache not yet showing
+	// the write, and is not written again.
+	written, writtenOver string
 }
 
 // New returns an agent; Run starts it.
 func New(client kubernetes.Interface, log *slog.Logger, cfg Config) *Agent {
-	return &Agent{client: client, log: log.With("node", cfg.Node), cfg: cfg}
+	return &Agent{client: client, log: log.With("node", cfg.Node), cfg: cfg, logged: map[string]maintenance.Event{}}
 }
 
 // Run watches the node and the metadata service until ctx ends. A failing
@@ -84,8 +94,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		if seen != nil {
-			if err := a.publish(ctx, node, *seen); err != nil {
+			a.logChanges(*seen)
+			err := a.publish(ctx, node, *seen)
+			switch {
+			case err != nil && err.Error() != a.writeErr:
 				a.log.Error("writing events onto the node", "err", err)
+				a.writeErr = err.Error()
+			case err == nil:
+				a.writeErr = ""
 			}
 		}
 		if err := a.approve(ctx, node, seen); err != nil {
@@ -95,8 +111,11 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // watch turns the metadata service's answers into reports, one per answer.
+// An unreadable part of an answer is logged when it first appears, and goes
+// into the report, where the controller turns it into an Event on the node.
 func (a *Agent) watch(ctx context.Context, out chan maintenance.Report) {
 	var lastErr string
+	rejected := map[string]bool{}
 	for ctx.Err() == nil {
 		obs, err := a.cfg.Watcher.Next(ctx)
 		switch {
@@ -112,23 +131,55 @@ func (a *Agent) watch(ctx context.Context, out chan maintenance.Report) {
 			a.log.Info("metadata service answers again")
 			lastErr = ""
 		}
+		now := map[string]bool{}
 		for _, r := range obs.Rejected {
-			a.log.Warn("ignoring an unreadable part of the metadata answer", "err", r)
+			if msg := r.Error(); !rejected[msg] && !now[msg] {
+				a.log.Warn("ignoring an unreadable part of the metadata answer", "err", r)
+			}
+			now[r.Error()] = true
 		}
-		latest(out, maintenance.NewReport(a.cfg.Source, a.cfg.Approver != nil, obs.Events))
+		for msg := range rejected {
+			if !now[msg] {
+				a.log.Info("the metadata answer no longer has this unreadable part", "part", msg)
+			}
+		}
+		rejected = now
+		latest(out, maintenance.NewReport(a.cfg.Source, a.cfg.Approver != nil, obs.Events).WithRejected(obs.Rejected))
 	}
 }
 
 // publish writes the report onto the node when it differs from what is there.
 func (a *Agent) publish(ctx context.Context, node *corev1.Node, r maintenance.Report) error {
 	value := r.Encode()
-	if node.Annotations[maintenance.AnnotationEvents] == value {
+	if node.Annotations[maintenance.AnnotationEvents] == value || value == a.written && node.ResourceVersion == a.writtenOver {
 		return nil
 	}
-	for _, e := range r.Events {
-		a.log.Info("maintenance event", "id", e.ID, "type", e.Type, "status", e.Status, "notBefore", e.NotBefore)
+	if err := a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: value}); err != nil {
+		return err
 	}
-	return a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: value})
+	a.written, a.writtenOver = value, node.ResourceVersion
+	return nil
+}
+
+// logChanges logs the events that are new or changed since they were last
+// logged, and those that are over.
+func (a *Agent) logChanges(r maintenance.Report) {
+	current := map[string]bool{}
+	for _, e := range r.Events {
+		current[e.ID] = true
+		if old, ok := a.logged[e.ID]; ok && old.Status == e.Status && old.NotBefore.Equal(e.NotBefore) && old.Deadline.Equal(e.Deadline) && old.Type == e.Type {
+			continue
+		}
+		a.log.Info("maintenance event", "id", e.ID, "type", e.Type, "status", e.Status, "notBefore", e.NotBefore,
+			"deadline", e.Deadline, "initiator", e.Initiator, "duration", lasts(e))
+		a.logged[e.ID] = e
+	}
+	for id := range a.logged {
+		if !current[id] {
+			a.log.Info("maintenance event over", "id", id)
+			delete(a.logged, id)
+		}
+	}
 }
 
 // approve starts the event the controller asked for, once.
@@ -177,4 +228,12 @@ func latest[T any](ch chan T, v any) {
 	case ch <- t:
 	default:
 	}
+}
+
+// lasts is how long the event's impact lasts, as text.
+func lasts(e maintenance.Event) string {
+	if e.Duration == nil {
+		return "unknown"
+	}
+	return e.Duration.String()
 }

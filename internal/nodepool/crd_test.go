@@ -30,6 +30,11 @@ func TestCRDDefaultsMatchGo(t *testing.T) {
 	if onDeadline != v1alpha1.DefaultOnDeadline {
 		t.Errorf("CRD onDeadline default %q, Go default %q", onDeadline, v1alpha1.DefaultOnDeadline)
 	}
+	var user v1alpha1.UserInitiatedPolicy
+	decodeDefault(t, m, "userInitiated", &user)
+	if user != v1alpha1.DefaultUserInitiated {
+		t.Errorf("CRD userInitiated default %q, Go default %q", user, v1alpha1.DefaultUserInitiated)
+	}
 	// The action table lives in MaintenanceSpec.ActionFor alone: a schema
 	// default would write it into every stored object, where a later change
 	// of the table could never reach it.

@@ -43,6 +43,16 @@ const (
 	StatusCanceled  Status = "Canceled"
 )
 
+// Initiator is who asked for an event: the platform, or the machine's owner
+// (Azure's EventSource).
+type Initiator string
+
+// Initiators.
+const (
+	InitiatorPlatform Initiator = "Platform"
+	InitiatorUser     Initiator = "User"
+)
+
 // Event is one maintenance notice for one machine.
 type Event struct {
 	ID     string `json:"id"`
@@ -54,8 +64,20 @@ type Event struct {
 	NotBefore time.Time `json:"notBefore,omitzero"`
 	// Deadline is when the machine is gone or frozen at the latest.
 	Deadline time.Time `json:"deadline,omitzero"`
-	// Duration is how long the impact lasts; zero when unknown.
-	Duration    time.Duration `json:"duration,omitempty"`
-	Description string        `json:"description,omitempty"`
-	Resources   []string      `json:"resources,omitempty"`
+	// Duration is how long the impact lasts; nil when the source does not
+	// say (Azure's DurationInSeconds -1), and zero when it says the impact
+	// takes no time.
+	Duration *time.Duration `json:"duration,omitempty"`
+	// Initiator is who asked for the event; empty when the source does not
+	// say, which is treated as the platform.
+	Initiator   Initiator `json:"initiator,omitempty"`
+	Description string    `json:"description,omitempty"`
+	Resources   []string  `json:"resources,omitempty"`
 }
+
+// UserInitiated reports whether the machine's owner asked for the event (a
+// restart or redeploy from the portal, the API, or a tool acting for them).
+func (e Event) UserInitiated() bool { return e.Initiator == InitiatorUser }
+
+// DurationOf is d as an Event's Duration.
+func DurationOf(d time.Duration) *time.Duration { return &d }

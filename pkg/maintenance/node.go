@@ -35,6 +35,10 @@ type Report struct {
 	// Approvable says the source can be told to start an event early.
 	Approvable bool    `json:"approvable,omitempty"`
 	Events     []Event `json:"events"`
+	// Rejected says, one line each, which parts of the metadata answer could
+	// not be read (see RejectedError); the controller reports each on the
+	// node once.
+	Rejected []string `json:"rejected,omitempty"`
 }
 
 // NewReport sorts the events so equal observations encode equally.
@@ -45,6 +49,18 @@ func NewReport(source Source, approvable bool, events []Event) Report {
 		events = []Event{}
 	}
 	return Report{Source: source, Approvable: approvable, Events: events}
+}
+
+// WithRejected records the parts of the answer that could not be read,
+// sorted and without repeats, so equal observations encode equally.
+func (r Report) WithRejected(rejected []error) Report {
+	r.Rejected = nil
+	for _, err := range rejected {
+		r.Rejected = append(r.Rejected, err.Error())
+	}
+	slices.Sort(r.Rejected)
+	r.Rejected = slices.Compact(r.Rejected)
+	return r
 }
 
 // Encode is the annotation value.

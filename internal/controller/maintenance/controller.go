@@ -69,6 +69,8 @@ type Controller struct {
 	// wake queues a node when its drain has left the termination queue, so
 	// its outcome is acted on even if nothing else about the node changes.
 	wake chan event.GenericEvent
+	// rejected remembers the unreadable metadata parts already announced.
+	rejected rejectedParts
 }
 
 // NewController returns a controller; SetupWithManager registers it.

@@ -13,6 +13,7 @@ type Metrics struct {
 	TimeLeft      prometheus.Histogram
 	Uncordons     prometheus.Counter
 	Approvals     prometheus.Counter
+	Rejected      *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -44,7 +45,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_maintenance_approvals_total",
 			Help: "Events the platform was told to start early, once their node was drained.",
 		}),
+		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_maintenance_rejected_parts_total",
+			Help: "Parts of nodes' metadata answers their agents could not read (a bad timestamp, an unknown value, garbage), by source; each counted once while it lasts.",
+		}, []string{"source"}),
 	}
-	reg.MustRegister(m.EventsSeen, m.Drains, m.DrainDuration, m.TimeLeft, m.Uncordons, m.Approvals)
+	reg.MustRegister(m.EventsSeen, m.Drains, m.DrainDuration, m.TimeLeft, m.Uncordons, m.Approvals, m.Rejected)
 	return m
 }

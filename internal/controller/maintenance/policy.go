@@ -57,6 +57,21 @@ func PolicyOf(pool *v1alpha1.NodePool) Policy {
 // Action is what to do about an event of type t.
 func (p Policy) Action(t maintenance.Type) Action { return p.spec.ActionFor(t) }
 
+// ActionOf is what to do about e: its type's action, or nothing for an event
+// the VM's owner asked for when the pool approves those at once.
+func (p Policy) ActionOf(e maintenance.Event) Action {
+	if p.ApproveAtOnce(e) {
+		return ActionNone
+	}
+	return p.Action(e.Type)
+}
+
+// ApproveAtOnce says whether e is approved as soon as it is seen: an event
+// the VM's owner asked for, in a pool whose userInitiated is Approve.
+func (p Policy) ApproveAtOnce(e maintenance.Event) bool {
+	return e.UserInitiated() && p.spec.ApproveUserInitiated()
+}
+
 // ApproveEarly says whether to approve an event once the node is drained.
 func (p Policy) ApproveEarly() bool { return p.spec.ApproveEarlyOrDefault() }
 

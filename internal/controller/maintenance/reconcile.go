@@ -40,6 +40,7 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	err := c.kube.Get(ctx, types.NamespacedName{Name: name}, node)
 	if apierrors.IsNotFound(err) {
 		c.queue.Cancel(name)
+		c.rejected.forget(name)
 		return 0, nil
 	}
 	if err != nil {
@@ -52,6 +53,7 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	if err != nil {
 		return 0, err // unreadable: act on nothing
 	}
+	c.announceRejected(node, report)
 	policy := c.opts.Policies.PolicyFor(ctx, node)
 	st, has := stateOf(node)
 	// fresh: this reconcile wrote the record, with an optimistic lock, so
@@ -61,7 +63,7 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	if has {
 		// The recorded event goes on while it lasts; another one takes over
 		// only if its action is stronger.
-		if cur, ok := report.Find(st.Event); ok && cur.Active() && (next == nil || rank(policy.Action(next.Type)) <= rank(st.Action)) {
+		if cur, ok := report.Find(st.Event); ok && cur.Active() && (next == nil || rank(policy.ActionOf(*next)) <= rank(st.Action)) {
 			next = &cur
 		}
 	}
@@ -155,7 +157,7 @@ func strongest(events []maintenance.Event, policy Policy) *maintenance.Event {
 			best = e
 			continue
 		}
-		a, b := rank(policy.Action(e.Type)), rank(policy.Action(best.Type))
+		a, b := rank(policy.ActionOf(*e)), rank(policy.ActionOf(*best))
 		if a > b || a == b && earlier(e.Deadline, best.Deadline) {
 			best = e
 		}
@@ -174,12 +176,12 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	if hadOld {
 		c.queue.Cancel(node.Name)
 	}
-	st := state{Event: e.ID, Type: e.Type, Source: e.Source, Pool: policy.Pool, Action: policy.Action(e.Type), Phase: PhaseObserved, Seen: c.clock.Now(),
-		Deadline: deadlineOf(e, policy)}
+	st := state{Event: e.ID, Type: e.Type, Source: e.Source, Pool: policy.Pool, Action: policy.ActionOf(e), Phase: PhaseObserved, Seen: c.clock.Now(),
+		Deadline: deadlineOf(e, policy), ApproveAtOnce: policy.ApproveAtOnce(e)}
 	if hadOld {
 		st.Tainted = old.Tainted
 	}
-	if e.Type == maintenance.TypeFreeze && st.Action == ActionNone {
+	if e.Type == maintenance.TypeFreeze && st.Action == ActionNone && !st.ApproveAtOnce {
 		st.OptIn = true
 	}
 	// A cordon or drain starts in the same write that records the event:
@@ -218,12 +220,22 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 
 func describe(e maintenance.Event, st state, policy Policy) string {
 	msg := fmt.Sprintf("%s %s event %s", e.Source, e.Type, e.ID)
+	if e.UserInitiated() {
+		msg += " (asked for by the VM's owner)"
+	}
 	if !e.NotBefore.IsZero() {
 		msg += " not before " + e.NotBefore.UTC().Format(time.RFC3339)
 	} else if e.Status == maintenance.StatusStarted {
 		msg += " has started"
 	}
+	if e.Duration != nil {
+		msg += ", impact " + e.Duration.String()
+	} else if e.Source == maintenance.SourceAzure {
+		msg += ", impact of unknown length"
+	}
 	switch {
+	case st.ApproveAtOnce:
+		msg += ": approving it at once and leaving the node alone (userInitiated: Approve)"
 	case st.OptIn:
 		msg += ": evicting the pods labelled " + LabelEvictOnFreeze + " or " + labelAKSEvictOnFreeze + ", if any"
 	case st.Action == ActionDrain:
@@ -246,6 +258,8 @@ func describe(e maintenance.Event, st state, policy Policy) string {
 // fresh says the record was written by this reconcile.
 func (c *Controller) act(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy, fresh bool) (time.Duration, error) {
 	switch {
+	case st.ApproveAtOnce:
+		return 0, c.approve(ctx, node, st, e, report, policy)
 	case st.Action == ActionCordon:
 		if st.Phase == PhaseObserved {
 			return 0, c.cordon(ctx, node.Name, st, PhaseCordoned)
@@ -409,10 +423,14 @@ func (c *Controller) approve(ctx context.Context, node *corev1.Node, st state, e
 		if c.opts.Metrics != nil {
 			c.opts.Metrics.Approvals.Inc()
 		}
-		c.recorder.Eventf(node, corev1.EventTypeNormal, "EventApproved", "sluice: the node is drained; the platform was told it may start %s event %s now", st.Type, st.Event)
+		why := "the node is drained"
+		if st.ApproveAtOnce {
+			why = "the VM's owner asked for the event"
+		}
+		c.recorder.Eventf(node, corev1.EventTypeNormal, "EventApproved", "sluice: %s; the platform was told it may start %s event %s now", why, st.Type, st.Event)
 		return nil
 	}
-	if !policy.ApproveEarly() || !report.Approvable || e.Status != maintenance.StatusScheduled || node.Annotations[maintenance.AnnotationApprove] == st.Event {
+	if !policy.ApproveEarly() && !st.ApproveAtOnce || !report.Approvable || e.Status != maintenance.StatusScheduled || node.Annotations[maintenance.AnnotationApprove] == st.Event {
 		return nil
 	}
 	_, err := c.update(ctx, node.Name, func(n *corev1.Node) error {

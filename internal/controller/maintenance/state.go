@@ -24,18 +24,21 @@ const (
 // state is the controller's state for the event it acts on, kept on the node
 // (maintenance.AnnotationState).
 type state struct {
-	Event    string             `json:"event"`
-	Type     maintenance.Type   `json:"type"`
-	Source   maintenance.Source `json:"source"`
-	Pool     string             `json:"pool,omitempty"`
-	Action   Action             `json:"action"`
-	OptIn    bool               `json:"optIn,omitempty"` // drain only the pods opted in (Freeze)
-	Deadline *time.Time         `json:"deadline,omitempty"`
-	Phase    Phase              `json:"phase"`
-	Tainted  bool               `json:"tainted,omitempty"`
-	Approved bool               `json:"approved,omitempty"`
-	Blocked  *time.Time         `json:"blocked,omitempty"` // when the last drain ended blocked
-	Seen     time.Time          `json:"seen"`
+	Event  string             `json:"event"`
+	Type   maintenance.Type   `json:"type"`
+	Source maintenance.Source `json:"source"`
+	Pool   string             `json:"pool,omitempty"`
+	Action Action             `json:"action"`
+	OptIn  bool               `json:"optIn,omitempty"` // drain only the pods opted in (Freeze)
+	// ApproveAtOnce: the VM's owner asked for the event and the pool
+	// approves such events at once, doing nothing else.
+	ApproveAtOnce bool       `json:"approveAtOnce,omitempty"`
+	Deadline      *time.Time `json:"deadline,omitempty"`
+	Phase         Phase      `json:"phase"`
+	Tainted       bool       `json:"tainted,omitempty"`
+	Approved      bool       `json:"approved,omitempty"`
+	Blocked       *time.Time `json:"blocked,omitempty"` // when the last drain ended blocked
+	Seen          time.Time  `json:"seen"`
 }
 
 func stateOf(node *corev1.Node) (state, bool) {

@@ -98,6 +98,7 @@ const (
 	DefaultApproveEarly   = true
 	DefaultDeadlineMargin = 5 * time.Second
 	DefaultOnDeadline     = OnDeadlineDelete
+	DefaultUserInitiated  = UserInitiatedLikePlatform
 )
 
 // MaintenanceSpec is a pool's answer to maintenance events.
@@ -147,6 +148,37 @@ type MaintenanceSpec struct {
 	// +optional
 	// +kubebuilder:default=WhenNodeGoesAway
 	ForceEvict ForceEvictPolicy `json:"forceEvict,omitempty"`
+
+	// UserInitiated says what happens on an event the VM's owner asked for
+	// rather than the platform (Azure's EventSource User: a restart or
+	// redeploy from the portal, the API, or a tool acting for the owner).
+	// LikePlatform (the default) treats it as any other event of its type.
+	// Approve tells the platform at once that it may start, and does nothing
+	// else to the node: whoever asked for the event has prepared the node
+	// for it, and would otherwise wait out its NotBefore for nothing.
+	//
+	// +optional
+	// +kubebuilder:default=LikePlatform
+	UserInitiated UserInitiatedPolicy `json:"userInitiated,omitempty"`
+}
+
+// UserInitiatedPolicy says how a pool answers events its VMs' owner asked
+// for.
+//
+// +kubebuilder:validation:Enum=LikePlatform;Approve
+type UserInitiatedPolicy string
+
+// User-initiated event policies.
+const (
+	UserInitiatedLikePlatform UserInitiatedPolicy = "LikePlatform"
+	UserInitiatedApprove      UserInitiatedPolicy = "Approve"
+)
+
+// ApproveUserInitiated says whether an event the VM's owner asked for is
+// approved at once and otherwise left alone; nil receivers answer with the
+// default.
+func (m *MaintenanceSpec) ApproveUserInitiated() bool {
+	return m != nil && m.UserInitiated == UserInitiatedApprove
 }
 
 // ForceEvictPolicy says when maintenance drains evict unreplicated pods and

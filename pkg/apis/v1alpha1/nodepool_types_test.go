@@ -105,6 +105,22 @@ func TestMaintenanceSpecDefaults(t *testing.T) {
 	}
 }
 
+func TestApproveUserInitiated(t *testing.T) {
+	for _, tc := range []struct {
+		spec *MaintenanceSpec
+		want bool
+	}{
+		{nil, false},
+		{&MaintenanceSpec{}, false},
+		{&MaintenanceSpec{UserInitiated: UserInitiatedLikePlatform}, false},
+		{&MaintenanceSpec{UserInitiated: UserInitiatedApprove}, true},
+	} {
+		if got := tc.spec.ApproveUserInitiated(); got != tc.want {
+			t.Errorf("%+v: ApproveUserInitiated() = %v, want %v", tc.spec, got, tc.want)
+		}
+	}
+}
+
 func TestNodePoolMaintenanceSpecNil(t *testing.T) {
 	var pool *NodePool
 	if got := pool.MaintenanceSpec().ActionFor(maintenance.TypePreempt); got != ActionDrain {

@@ -230,7 +230,7 @@ func TestScheduledEventMapping(t *testing.T) {
 			continue
 		}
 		if err != nil || e.ID != "e" || e.Source != maintenance.SourceAWS || e.Type != tc.typ || e.Status != tc.status ||
-			!e.NotBefore.Equal(notBefore) || !e.Deadline.Equal(notBefore) || e.Duration != tc.duration {
+			!e.NotBefore.Equal(notBefore) || !e.Deadline.Equal(notBefore) || lasts(e) != tc.duration {
 			t.Errorf("%s: %+v, %v; want %s/%s from %s lasting %s", tc.name, e, err, tc.typ, tc.status, notBefore, tc.duration)
 		}
 	}
@@ -248,8 +248,8 @@ func TestClientFollowsScheduledEventsUntilCanceled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(obs.Events) != 2 || obs.Events[0].Type != maintenance.TypeReboot || obs.Events[0].Duration != 16*time.Minute+40*time.Second ||
-		obs.Events[1].Type != maintenance.TypeTerminate || obs.Events[1].Duration != 0 || len(obs.Rejected) != 0 {
+	if len(obs.Events) != 2 || obs.Events[0].Type != maintenance.TypeReboot || lasts(obs.Events[0]) != 16*time.Minute+40*time.Second ||
+		obs.Events[1].Type != maintenance.TypeTerminate || obs.Events[1].Duration != nil || len(obs.Rejected) != 0 {
 		t.Fatalf("observed %+v (rejected %v); want the reboot and the stop", obs.Events, obs.Rejected)
 	}
 
@@ -661,5 +661,13 @@ func TestNewClientRefusesBadEndpoints(t *testing.T) {
 
 func equalEvent(a, b maintenance.Event) bool {
 	return a.ID == b.ID && a.Source == b.Source && a.Type == b.Type && a.Status == b.Status && a.NotBefore.Equal(b.NotBefore) &&
-		a.Deadline.Equal(b.Deadline) && a.Duration == b.Duration && a.Description == b.Description && len(a.Resources) == len(b.Resources)
+		a.Deadline.Equal(b.Deadline) && lasts(a) == lasts(b) && (a.Duration == nil) == (b.Duration == nil) && a.Description == b.Description && len(a.Resources) == len(b.Resources)
+}
+
+// lasts is the event's duration, zero when unknown.
+func lasts(e maintenance.Event) time.Duration {
+	if e.Duration == nil {
+		return 0
+	}
+	return *e.Duration
 }

@@ -114,18 +114,9 @@ func NewClient(endpoint string, timeout time.Duration, clk clock.Clock) (*Client
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	// The service is link-local: a proxy from the environment could not reach
-	// it, and would add X-Forwarded-For, which makes the token PUT fail.
-	transport.Proxy = nil
 	return &Client{
-		base: strings.TrimRight(endpoint, "/"),
-		http: &http.Client{
-			Timeout:   timeout,
-			Transport: transport,
-			// Never follow a redirect: it would carry the token elsewhere.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+		base:    strings.TrimRight(endpoint, "/"),
+		http:    maintenance.NewHTTPClient(timeout, timeout),
 		clk:     clk,
 		retries: 3,
 		backoff: 200 * time.Millisecond,
@@ -190,8 +181,10 @@ func (c *Client) TargetLifecycleState(ctx context.Context) (string, error) {
 
 // Observe reads all four documents and maps them. Any document that cannot
 // be read or decoded makes the whole observation an error, because a missing
-// document must not look like an event that is over; an entry that decodes
-// but cannot be mapped is listed in Rejected.
+// document must not look like an event that is over. An entry that decodes
+// but cannot be mapped, or an entry of the scheduled list that does not
+// decode, is listed in Rejected as a maintenance.RejectedError that names
+// the events it may have been.
 func (c *Client) Observe(ctx context.Context) (maintenance.Observation, error) {
 	var obs maintenance.Observation
 	spot, err := c.SpotAction(ctx)
@@ -200,7 +193,7 @@ func (c *Client) Observe(ctx context.Context) (maintenance.Observation, error) {
 	}
 	if spot != nil {
 		e, err := spot.Event()
-		add(&obs, e, err)
+		add(&obs, e, maintenance.RejectPrefix("", err, spotPrefix))
 	}
 	scheduled, err := c.ScheduledEvents(ctx)
 	if err != nil {
@@ -209,7 +202,11 @@ func (c *Client) Observe(ctx context.Context) (maintenance.Observation, error) {
 	obs.Rejected = append(obs.Rejected, scheduled.Unreadable...)
 	for _, s := range scheduled.Events {
 		e, err := s.Event()
-		add(&obs, e, err)
+		if s.EventID == "" {
+			add(&obs, e, maintenance.Reject("", err))
+		} else {
+			add(&obs, e, maintenance.Reject("", err, s.EventID))
+		}
 	}
 	rebalance, err := c.RebalanceRecommendation(ctx)
 	if err != nil {
@@ -217,14 +214,14 @@ func (c *Client) Observe(ctx context.Context) (maintenance.Observation, error) {
 	}
 	if rebalance != nil {
 		e, err := rebalance.Event()
-		add(&obs, e, err)
+		add(&obs, e, maintenance.RejectPrefix("", err, rebalancePrefix))
 	}
 	state, err := c.TargetLifecycleState(ctx)
 	if err != nil {
 		return maintenance.Observation{}, err
 	}
 	if e, ok, err := LifecycleEvent(state); ok || err != nil {
-		add(&obs, e, err)
+		add(&obs, e, maintenance.RejectPrefix("", err, lifecyclePrefix))
 	}
 	return obs, nil
 }
@@ -234,15 +231,33 @@ func (c *Client) eventList(ctx context.Context, path string) (ScheduledList, err
 	if err != nil || !found {
 		return ScheduledList{}, err
 	}
+	list, err := ParseScheduledList(body)
+	if err != nil {
+		return ScheduledList{}, fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return list, nil
+}
+
+// ParseScheduledList reads events/maintenance/scheduled (or history). The
+// answer must be a JSON array; each entry is decoded on its own, and one that
+// does not decode is listed in Unreadable (as a maintenance.RejectedError
+// naming its EventId when that much could be read).
+func ParseScheduledList(body []byte) (ScheduledList, error) {
 	var raw []json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return ScheduledList{}, fmt.Errorf("decoding %s: %w", path, err)
+		return ScheduledList{}, err
 	}
 	var list ScheduledList
 	for i, r := range raw {
 		var e ScheduledEvent
 		if err := json.Unmarshal(r, &e); err != nil {
-			list.Unreadable = append(list.Unreadable, fmt.Errorf("scheduled event #%d: decoding: %w", i, err))
+			err = fmt.Errorf("scheduled event #%d: decoding: %w", i, err)
+			var id struct{ EventID string }
+			if json.Unmarshal(r, &id) == nil && id.EventID != "" {
+				list.Unreadable = append(list.Unreadable, maintenance.Reject("", err, id.EventID))
+			} else {
+				list.Unreadable = append(list.Unreadable, maintenance.Reject("", err))
+			}
 			continue
 		}
 		list.Events = append(list.Events, e)

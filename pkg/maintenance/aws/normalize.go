@@ -44,6 +44,13 @@ const (
 	LifecycleWarmedTerminated = "Warmed:Terminated"
 )
 
+// Prefixes of the IDs sluice gives the notices that carry none.
+const (
+	spotPrefix      = "spot-"
+	rebalancePrefix = "rebalance-"
+	lifecyclePrefix = "asg-"
+)
+
 // compactTime names a moment inside an event ID.
 const compactTime = "20060102T150405Z"
 
@@ -62,7 +69,7 @@ func (a *SpotAction) Event() (maintenance.Event, error) {
 		return e, fmt.Errorf("spot instance-action: time %q is not RFC 3339", a.Time)
 	}
 	t = t.UTC()
-	e.ID = "spot-" + a.Action + "-" + t.Format(compactTime)
+	e.ID = spotPrefix + a.Action + "-" + t.Format(compactTime)
 	e.NotBefore, e.Deadline = t, t
 	e.Description = "Spot interruption: " + a.Action
 	return e, nil
@@ -123,7 +130,7 @@ func (s ScheduledEvent) Event() (maintenance.Event, error) {
 		if notAfter.Before(e.NotBefore) {
 			return fail("NotAfter %s is before NotBefore %s", s.NotAfter, s.NotBefore)
 		}
-		e.Duration = notAfter.Sub(e.NotBefore)
+		e.Duration = maintenance.DurationOf(notAfter.Sub(e.NotBefore))
 	}
 	return e, nil
 }
@@ -137,7 +144,7 @@ func (r *RebalanceRecommendation) Event() (maintenance.Event, error) {
 	if err != nil {
 		return e, fmt.Errorf("rebalance recommendation: noticeTime %q is not RFC 3339", clip(r.NoticeTime))
 	}
-	e.ID = "rebalance-" + t.UTC().Format(compactTime)
+	e.ID = rebalancePrefix + t.UTC().Format(compactTime)
 	e.Description = "Spot rebalance recommendation emitted at " + t.UTC().Format(time.RFC3339)
 	return e, nil
 }
@@ -150,7 +157,7 @@ func LifecycleEvent(state string) (e maintenance.Event, ok bool, err error) {
 	e = maintenance.Event{Source: maintenance.SourceAWS, Type: maintenance.TypeTerminate, Status: maintenance.StatusScheduled}
 	switch state {
 	case LifecycleTerminated, LifecycleWarmedTerminated:
-		e.ID = "asg-" + strings.ToLower(strings.ReplaceAll(state, ":", "-"))
+		e.ID = lifecyclePrefix + strings.ToLower(strings.ReplaceAll(state, ":", "-"))
 		e.Description = "Auto Scaling target lifecycle state is " + state
 		return e, true, nil
 	case "", LifecycleInService, LifecycleDetached, LifecycleStandby,
@@ -161,10 +168,12 @@ func LifecycleEvent(state string) (e maintenance.Event, ok bool, err error) {
 	}
 }
 
-// add puts e into obs, or err into obs.Rejected.
-func add(obs *maintenance.Observation, e maintenance.Event, err error) {
-	if err != nil {
-		obs.Rejected = append(obs.Rejected, err)
+// add puts e into obs, or rejected into obs.Rejected when the mapping
+// failed (rejected wraps the mapping's error, or is nil).
+func add(obs *maintenance.Observation, e maintenance.Event, rejected error) {
+	var r *maintenance.RejectedError
+	if errors.As(rejected, &r) && r.Err != nil {
+		obs.Rejected = append(obs.Rejected, rejected)
 		return
 	}
 	obs.Events = append(obs.Events, e)

@@ -19,6 +19,7 @@ type Source struct {
 	clk      clock.Clock
 	interval time.Duration
 	last     time.Time // when the previous poll began; zero before the first
+	held     maintenance.Holder
 }
 
 // NewSource returns a source that polls through c every interval
@@ -36,7 +37,8 @@ func NewSource(c *Client, clk clock.Clock, interval time.Duration) *Source {
 
 // Next reads the four documents once and returns what they announce. The
 // first call answers at once; a later one first waits until interval has
-// passed since the previous poll began, failed or not.
+// passed since the previous poll began, failed or not. A known event that a
+// rejected entry may be stays in the observation as last read.
 func (s *Source) Next(ctx context.Context) (maintenance.Observation, error) {
 	if !s.last.IsZero() {
 		if wait := s.last.Add(s.interval).Sub(s.clk.Now()); wait > 0 {
@@ -50,5 +52,9 @@ func (s *Source) Next(ctx context.Context) (maintenance.Observation, error) {
 		}
 	}
 	s.last = s.clk.Now()
-	return s.client.Observe(ctx)
+	obs, err := s.client.Observe(ctx)
+	if err != nil {
+		return maintenance.Observation{}, err
+	}
+	return s.held.Hold(obs), nil
 }

@@ -72,11 +72,11 @@ func TestClientReadsApprovesAndFiltersByVM(t *testing.T) {
 	}
 	e := events[0]
 	want := time.Date(2026, 11, 21, 10, 15, 0, 0, time.UTC)
-	if e.ID != "A1" || e.Type != maintenance.TypeReboot || e.Status != maintenance.StatusScheduled || !e.NotBefore.Equal(want) || e.Duration != 15*time.Minute || e.Source != maintenance.SourceAzure {
+	if e.ID != "A1" || e.Type != maintenance.TypeReboot || e.Status != maintenance.StatusScheduled || !e.NotBefore.Equal(want) || e.Duration == nil || *e.Duration != 15*time.Minute || e.Source != maintenance.SourceAzure {
 		t.Errorf("normalized %+v", e)
 	}
 	spot, _ := doc.EventsFor("AKS-SPOT-9999-VMSS_0") // names compare case-insensitively
-	if len(spot) != 1 || spot[0].Type != maintenance.TypePreempt || spot[0].Duration != 0 {
+	if len(spot) != 1 || spot[0].Type != maintenance.TypePreempt || spot[0].Duration != nil {
 		t.Errorf("spot events %+v: want the Preempt, with unknown duration", spot)
 	}
 

@@ -12,12 +12,18 @@ import (
 // on GET, and on POST marks the events named in StartRequests as Started
 // (NotBefore cleared). Every change increments DocumentIncarnation; a
 // finished event disappears from the document.
+//
+// What real VMs send beyond the documentation can be turned on: NotBefore in
+// RFC 3339 (SetNotBeforeLayout), entries that do not decode (AddRawEntry),
+// or any answer at all (AnswerRaw).
 type Server struct {
 	mu        sync.Mutex
 	doc       Document
 	approved  []string
-	failNext  int    // answer this many requests with 500, to exercise retries
-	rawAnswer []byte // when set, sent instead of the document (malformed-input tests)
+	failNext  int               // answer this many requests with 500, to exercise retries
+	rawAnswer []byte            // when set, sent instead of the document (malformed-input tests)
+	rawEvents []json.RawMessage // sent after the events, as entries of the list
+	layout    string            // when set, NotBefore is sent in this layout
 }
 
 // NewServer returns an emulator with no events.
@@ -70,6 +76,28 @@ func (s *Server) Start(id string) {
 	}
 }
 
+// SetNotBeforeLayout makes the server send every NotBefore in layout (such
+// as time.RFC3339, as Microsoft's own mock server and some platform versions
+// do) instead of as stored; "" restores the stored text.
+func (s *Server) SetNotBeforeLayout(layout string) { s.mu.Lock(); s.layout = layout; s.mu.Unlock() }
+
+// AddRawEntry appends entry, verbatim, to the document's list of events (an
+// entry of a shape no documented version sends).
+func (s *Server) AddRawEntry(entry []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rawEvents = append(s.rawEvents, append(json.RawMessage(nil), entry...))
+	s.doc.DocumentIncarnation++
+}
+
+// ClearRawEntries removes the entries AddRawEntry added.
+func (s *Server) ClearRawEntries() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rawEvents = nil
+	s.doc.DocumentIncarnation++
+}
+
 // Approved lists the event IDs approved so far.
 func (s *Server) Approved() []string {
 	s.mu.Lock()
@@ -109,7 +137,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(s.rawAnswer)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(s.doc)
+		_ = json.NewEncoder(w).Encode(s.answerLocked())
 	case http.MethodPost:
 		var req struct {
 			StartRequests []struct {
@@ -134,6 +162,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, http.StatusMethodNotAllowed, "Method not allowed")
 	}
+}
+
+// answerLocked is the document as sent: its events in the chosen NotBefore
+// layout, then the raw entries.
+func (s *Server) answerLocked() any {
+	events := make([]json.RawMessage, 0, len(s.doc.Events)+len(s.rawEvents))
+	for _, e := range s.doc.Events {
+		if s.layout != "" && e.NotBefore != "" {
+			if t, err := ParseNotBefore(e.NotBefore); err == nil {
+				e.NotBefore = t.Format(s.layout)
+			}
+		}
+		data, _ := json.Marshal(e) // plain data: cannot fail
+		events = append(events, data)
+	}
+	events = append(events, s.rawEvents...)
+	return struct {
+		DocumentIncarnation int               `json:"DocumentIncarnation"`
+		Events              []json.RawMessage `json:"Events"`
+	}{s.doc.DocumentIncarnation, events}
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

@@ -16,6 +16,7 @@ type Source struct {
 	clock    clock.Clock
 	interval time.Duration
 	last     time.Time
+	held     maintenance.Holder
 }
 
 var (
@@ -32,7 +33,9 @@ func NewSource(c *Client, vm string, clk clock.Clock, interval time.Duration) *S
 	return &Source{client: c, vm: vm, clock: clk, interval: interval}
 }
 
-// Next waits out the rest of the poll interval, then reads the document.
+// Next waits out the rest of the poll interval, then reads the document. An
+// entry it cannot read is rejected; a known event that entry may be stays
+// in the observation as last read.
 func (s *Source) Next(ctx context.Context) (maintenance.Observation, error) {
 	if !s.last.IsZero() {
 		if wait := s.interval - s.clock.Since(s.last); wait > 0 {
@@ -51,7 +54,7 @@ func (s *Source) Next(ctx context.Context) (maintenance.Observation, error) {
 		return maintenance.Observation{}, err
 	}
 	events, rejected := doc.EventsFor(s.vm)
-	return maintenance.Observation{Events: events, Rejected: rejected}, nil
+	return s.held.Hold(maintenance.Observation{Events: events, Rejected: rejected}), nil
 }
 
 // Approve tells the platform it may start the event now.

@@ -22,18 +22,25 @@
 //     timeout_sec seconds have passed, then answers the current value and its
 //     ETag. During maintenance the server may answer 503; such answers are
 //     retried.
+//
+// Beyond the documentation, as servers in the field behave: Source polls
+// each key on its own and backs off (with jitter) from a server that answers
+// long polls at once, and a maintenance-event value Google does not document
+// (SHUTDOWN_ON_HOST_MAINTENANCE, later additions) is rejected and ignored
+// without hiding preempted.
 package gcp
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
 // The server's fixed coordinates.
@@ -81,22 +88,9 @@ func NewClient(endpoint string, timeout time.Duration) (*Client, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("metadata timeout %s: must be positive", timeout)
 	}
-	hc := &http.Client{
-		// Proxy is nil, never from the environment: the metadata server is
-		// link-local, and it refuses requests that carry X-Forwarded-For,
-		// which proxies add.
-		Transport: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 4,
-			IdleConnTimeout:     90 * time.Second,
-		},
-		// The metadata server does not redirect; a redirect means something
-		// else answered, and following it would drop our view of that.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
 	return &Client{
 		base:    strings.TrimRight(endpoint, "/") + BasePath,
-		http:    hc,
+		http:    maintenance.NewHTTPClient(timeout, 0), // each request is bounded by its context
 		timeout: timeout,
 		retries: 3,
 		backoff: 200 * time.Millisecond,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -308,13 +309,34 @@ func source(t *testing.T) (*Server, *Source, *clocktesting.FakeClock) {
 	return s, NewSource(c, clk), clk
 }
 
+// next calls Next, then lets the source take in whatever else has answered
+// until both keys' long polls are held again, and returns the last
+// observation: what the VM announces once things are quiet.
+func next(t *testing.T, s *Server, src *Source) (maintenance.Observation, error) {
+	t.Helper()
+	obs, err := src.Next(bounded(t))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		switch {
+		case len(src.updates) > 0:
+			obs, err = src.Next(bounded(t))
+		case s.Held() == len(watched):
+			return obs, err
+		case time.Now().After(deadline):
+			t.Fatalf("the source's long polls are not held (%d of %d, requests %d, %d; keys %+v); last %+v, %v", s.Held(), len(watched), s.Requests(PathPreempted), s.Requests(PathMaintenanceEvent), src.keys, obs, err)
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 // nextAfterTimeout calls Next while nothing changes: both long polls are
 // held, the clock passes their timeout_sec, and Next reports the unchanged
 // state.
 func nextAfterTimeout(t *testing.T, s *Server, src *Source, clk *clocktesting.FakeClock) (maintenance.Observation, error) {
 	t.Helper()
 	ctx := bounded(t)
-	if err := s.AwaitHeld(ctx, 0); err != nil { // polls stopped by an earlier Next are gone
+	if err := s.AwaitHeld(ctx, len(watched)); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -326,17 +348,31 @@ func nextAfterTimeout(t *testing.T, s *Server, src *Source, clk *clocktesting.Fa
 		obs, err := src.Next(ctx)
 		done <- result{obs, err}
 	}()
-	if err := s.AwaitHeld(ctx, len(watched)); err != nil {
-		t.Fatal(err)
-	}
 	select {
 	case r := <-done:
 		t.Fatalf("Next returned while nothing changed: %+v, %v", r.obs, r.err)
-	default:
+	case <-time.After(10 * time.Millisecond):
 	}
 	clk.Step(src.wait)
 	r := <-done
-	return r.obs, r.err
+	return settle(t, s, src, r.obs, r.err)
+}
+
+func settle(t *testing.T, s *Server, src *Source, obs maintenance.Observation, err error) (maintenance.Observation, error) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		switch {
+		case len(src.updates) > 0:
+			obs, err = src.Next(bounded(t))
+		case s.Held() == len(watched):
+			return obs, err
+		case time.Now().After(deadline):
+			t.Fatalf("the source's long polls are not held (%d of %d)", s.Held(), len(watched))
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // only(t)(src.Next(ctx)) is the one event Next reported.
@@ -378,12 +414,11 @@ func TestSourceMapsEachNotice(t *testing.T) {
 
 func TestSourceKeepsDeadlinesAndEndsEventsOnReset(t *testing.T) {
 	s, src, clk := source(t)
-	ctx := bounded(t)
-	if obs, err := src.Next(ctx); err != nil || len(obs.Events) != 0 {
+	if obs, err := next(t, s, src); err != nil || len(obs.Events) != 0 {
 		t.Fatalf("quiet VM: %+v, %v", obs, err)
 	}
 	s.Preempt()
-	if e := only(t)(src.Next(ctx)); !e.Deadline.Equal(t0.Add(30 * time.Second)) {
+	if e := only(t)(next(t, s, src)); !e.Deadline.Equal(t0.Add(30 * time.Second)) {
 		t.Fatalf("preempted at t0: deadline %s", e.Deadline)
 	}
 	clk.Step(10 * time.Second)
@@ -393,22 +428,18 @@ func TestSourceKeepsDeadlinesAndEndsEventsOnReset(t *testing.T) {
 
 	t1 := clk.Now()
 	s.SetMaintenanceEvent(MaintenanceTerminate)
-	obs, err := src.Next(ctx)
+	obs, err := next(t, s, src)
 	if err != nil || len(obs.Events) != 2 || !obs.Events[0].Deadline.Equal(t0.Add(30*time.Second)) ||
 		obs.Events[1].ID != IDTerminate || !obs.Events[1].Deadline.Equal(t1.Add(time.Minute)) {
 		t.Fatalf("preempted, then terminated: %+v, %v", obs, err)
 	}
 
 	s.Reset()
-	obs, err = src.Next(ctx)
-	if err == nil && len(obs.Events) == 1 { // the two keys may answer in two calls
-		obs, err = src.Next(ctx)
-	}
-	if err != nil || len(obs.Events) != 0 {
+	if obs, err = next(t, s, src); err != nil || len(obs.Events) != 0 {
 		t.Errorf("after Reset: %+v, %v; want no events (they are over)", obs, err)
 	}
 	s.Preempt() // a new notice counts from when it is seen
-	if e := only(t)(src.Next(ctx)); !e.Deadline.Equal(clk.Now().Add(30 * time.Second)) {
+	if e := only(t)(next(t, s, src)); !e.Deadline.Equal(clk.Now().Add(30 * time.Second)) {
 		t.Errorf("second preemption: deadline %s, want 30s from now", e.Deadline)
 	}
 }
@@ -416,7 +447,7 @@ func TestSourceKeepsDeadlinesAndEndsEventsOnReset(t *testing.T) {
 func TestSourceMaintenanceStartsAfterItsNotice(t *testing.T) {
 	s, src, clk := source(t)
 	s.SetMaintenanceEvent(MaintenanceMigrate)
-	if e := only(t)(src.Next(bounded(t))); e.Status != maintenance.StatusScheduled {
+	if e := only(t)(next(t, s, src)); e.Status != maintenance.StatusScheduled {
 		t.Fatalf("fresh notice: %+v", e)
 	}
 	clk.Step(MaintenanceNotice - DefaultWait) // the long poll's timeout brings the clock to t0+60s
@@ -426,55 +457,222 @@ func TestSourceMaintenanceStartsAfterItsNotice(t *testing.T) {
 	}
 }
 
-func TestSourceHostileAnswersAreErrorsNotActions(t *testing.T) {
-	for _, tc := range []struct {
-		name, path, body, want string
-	}{
-		{"unknown maintenance value", PathMaintenanceEvent, "SHUTDOWN_NOW", "does not document"},
-		{"html", PathPreempted, "<html><body>gateway</body></html>", "not FALSE or TRUE"},
-		{"oversized", PathMaintenanceEvent, strings.Repeat("A", MaxAnswer+1), "larger than"},
-		{"empty", PathPreempted, "", "not FALSE or TRUE"},
-	} {
+// Issue 11, item 4: a maintenance-event value Google does not document is
+// rejected and ignored; it never hides preempted=TRUE.
+func TestSourceUnknownMaintenanceValueNeverHidesPreemption(t *testing.T) {
+	for _, value := range []string{"SHUTDOWN_ON_HOST_MAINTENANCE", "SOME_FUTURE_VALUE", "<html><body>gateway</body></html>", ""} {
+		// On the first read, both together.
 		s, src, _ := source(t)
 		s.Preempt()
-		s.AnswerRaw(tc.path, []byte(tc.body))
+		s.SetMaintenanceEvent(value)
 		obs, err := src.Next(bounded(t))
-		if err == nil || !strings.Contains(err.Error(), tc.want) || len(obs.Events) != 0 {
-			t.Errorf("%s on first read: %+v, %v; want an error containing %q and no event", tc.name, obs, err, tc.want)
+		if err != nil || len(obs.Events) != 1 || obs.Events[0].ID != IDPreempted || len(obs.Rejected) != 1 ||
+			!strings.Contains(obs.Rejected[0].Error(), PathMaintenanceEvent) {
+			t.Errorf("%q with preempted=TRUE, first read: %+v, %v; want the preemption and one rejection", value, obs, err)
+		}
+
+		// Through the long polls, one after the other.
+		s, src, _ = source(t)
+		if obs, err := next(t, s, src); err != nil || len(obs.Events) != 0 {
+			t.Fatalf("quiet VM: %+v, %v", obs, err)
+		}
+		s.SetMaintenanceEvent(value)
+		s.Preempt()
+		obs, err = next(t, s, src)
+		if err != nil || len(obs.Events) != 1 || obs.Events[0].ID != IDPreempted || len(obs.Rejected) != 1 {
+			t.Errorf("%q, then preempted=TRUE: %+v, %v; want the preemption and one rejection", value, obs, err)
 		}
 	}
+}
 
-	// Arriving through a long poll, while an event is known: still an error,
-	// and the event is neither reported nor ended.
+// Issue 11, item 6: a value that cannot be read never ends an event its key
+// announced before, and never hides the other key.
+func TestSourceKeepsKnownEventsThroughGarbage(t *testing.T) {
 	s, src, clk := source(t)
-	ctx := bounded(t)
 	s.Preempt()
-	only(t)(src.Next(ctx))
-	s.AnswerRaw(BasePath+PathMaintenanceEvent, []byte("<html>oops</html>"))
-	if obs, err := src.Next(ctx); err == nil || len(obs.Events) != 0 {
-		t.Fatalf("garbage through a long poll: %+v, %v; want an error and no events", obs, err)
+	s.SetMaintenanceEvent(MaintenanceTerminate)
+	if obs, err := next(t, s, src); err != nil || len(obs.Events) != 2 {
+		t.Fatalf("preempted and terminated: %+v, %v", obs, err)
 	}
-	s.SetMaintenanceEvent(MaintenanceNone)
 	clk.Step(5 * time.Second)
-	if e := only(t)(src.Next(ctx)); e.ID != IDPreempted || !e.Deadline.Equal(t0.Add(30*time.Second)) {
+	s.AnswerRaw(PathPreempted, []byte("<html>oops</html>"))
+	s.SetMaintenanceEvent("SHUTDOWN_ON_HOST_MAINTENANCE")
+	obs, err := next(t, s, src)
+	kept := map[string]time.Time{}
+	for _, e := range obs.Events {
+		kept[e.ID] = e.Deadline
+	}
+	if err != nil || len(obs.Events) != 2 || !kept[IDPreempted].Equal(t0.Add(30*time.Second)) || !kept[IDTerminate].Equal(t0.Add(time.Minute)) || len(obs.Rejected) != 2 {
+		t.Fatalf("both keys unreadable: %+v, %v; want both events as last read, and two rejections", obs, err)
+	}
+	s.AnswerRaw(PathPreempted, []byte(PreemptedTrue))
+	e := only(t)(func() (maintenance.Observation, error) {
+		s.SetMaintenanceEvent(MaintenanceNone)
+		return next(t, s, src)
+	}())
+	if e.ID != IDPreempted || !e.Deadline.Equal(t0.Add(30*time.Second)) {
 		t.Errorf("after the garbage cleared: %+v; want the preemption with its first deadline", e)
+	}
+}
+
+// Issue 11, item 5: each key is long-polled on its own. An answer on one
+// key leaves the other's poll held (no new request for it), and each poll
+// sends its own key's ETag.
+func TestSourcePollsEachKeyOnItsOwn(t *testing.T) {
+	s, src, _ := source(t)
+	if _, err := next(t, s, src); err != nil {
+		t.Fatal(err)
+	}
+	if p, m := s.Requests(PathPreempted), s.Requests(PathMaintenanceEvent); p != 2 || m != 2 {
+		t.Fatalf("%d and %d requests; want a read and a held long poll for each key", p, m)
+	}
+	for _, v := range []string{MaintenanceMigrate, MaintenanceNone, MaintenanceTerminate} {
+		s.SetMaintenanceEvent(v)
+		if _, err := next(t, s, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, m := s.Requests(PathPreempted), s.Requests(PathMaintenanceEvent); p != 2 || m != 5 {
+		t.Errorf("after three changes of maintenance-event: %d and %d requests; want preempted's poll left held (2) and one more poll per change (5)", p, m)
+	}
+	for i := range watched {
+		if src.keys[i].answer.ETag == "" || src.keys[0].answer.ETag == src.keys[1].answer.ETag {
+			t.Errorf("ETags %q and %q: want each key's own", src.keys[0].answer.ETag, src.keys[1].answer.ETag)
+		}
+	}
+}
+
+// Issue 11, item 5: against a server that answers long polls at once, the
+// source backs off instead of sending a thousand requests a second.
+func TestSourceBacksOffWhenLongPollsAnswerAtOnce(t *testing.T) {
+	s, src, clk := source(t)
+	s.IgnoreWaitForChange(true)
+	ctx, cancel := context.WithCancel(bounded(t))
+	defer cancel()
+	var mu sync.Mutex
+	var latest maintenance.Observation
+	go func() {
+		for ctx.Err() == nil {
+			obs, err := src.Next(ctx)
+			if err == nil {
+				mu.Lock()
+				latest = obs
+				mu.Unlock()
+			}
+		}
+	}()
+	requests := func() int { return s.Requests(PathPreempted) + s.Requests(PathMaintenanceEvent) }
+	preempted := false
+	for clk.Since(t0) < 2*time.Minute {
+		if n := requests(); n > 200 {
+			t.Fatalf("%d requests in %s of the clock; want a backoff", n, clk.Since(t0))
+		}
+		if !preempted && clk.Since(t0) >= time.Minute {
+			s.Preempt()
+			preempted = true
+		}
+		if clk.Waiters() == len(watched) { // both keys wait out a backoff: nothing else is under way
+			clk.Step(100 * time.Millisecond)
+		} else {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	// Once backed off, each key waits between backoffMax/2 and backoffMax
+	// (jitter) between polls: 24 to 48 polls a key in two minutes, plus the
+	// ramp up to it. (Without the backoff: about 1,000 a second.)
+	least, most := 2*int(2*time.Minute/backoffMax), 2*(int(2*time.Minute/(backoffMax/2))+8)
+	if n := requests(); n < least || n > most {
+		t.Errorf("%d requests in two minutes; want %d to %d", n, least, most)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		seen := len(latest.Events) == 1 && latest.Events[0].ID == IDPreempted
+		mu.Unlock()
+		if seen {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the preemption was never reported")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	seenAt := latest.Events[0].Deadline.Add(-PreemptNotice) // when the source first saw it
+	mu.Unlock()
+	if seenAt.Sub(t0) > time.Minute+backoffMax+time.Second {
+		t.Errorf("the preemption at 1m was seen at %s; want within the longest backoff", seenAt.Sub(t0))
+	}
+}
+
+func TestBackoffGrowsWithJitterUpToItsCap(t *testing.T) {
+	src := &Source{jitter: jitter}
+	for strikes, want := range []time.Duration{0, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
+		for range 20 {
+			got := src.backoff(strikes)
+			if got > want || got < want/2 {
+				t.Errorf("backoff after %d strikes: %s; want within [%s, %s]", strikes, got, want/2, want)
+			}
+		}
 	}
 }
 
 func TestSourceRetriesAndSurvivesReadFailures(t *testing.T) {
 	s, src, clk := source(t)
-	ctx := bounded(t)
 	s.Preempt()
 	s.FailNext(2)
-	only(t)(src.Next(ctx)) // two 503s are retried away
+	only(t)(next(t, s, src)) // two 503s are retried away
 
 	s.FailNext(100)
 	clk.Step(10 * time.Second)
-	if obs, err := src.Next(ctx); err == nil || !strings.Contains(err.Error(), "503") || len(obs.Events) != 0 {
+	only(t)(func() (maintenance.Observation, error) { // the held polls time out unchanged
+		clk.Step(src.wait)
+		return src.Next(bounded(t))
+	}())
+	obs, err := src.Next(bounded(t))
+	for err == nil { // the other poll's timeout may come first
+		obs, err = src.Next(bounded(t))
+	}
+	if !strings.Contains(err.Error(), "503") || len(obs.Events) != 0 {
 		t.Fatalf("metadata server down: %+v, %v; want an error naming the 503, no events", obs, err)
 	}
 	s.FailNext(0)
+	// The failed keys wait out their backoff on the clock, then poll again.
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Held() < len(watched) {
+		if len(src.updates) > 0 {
+			_, _ = src.Next(bounded(t))
+		}
+		if clk.HasWaiters() {
+			clk.Step(backoffMax)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the source never polled again")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if e := only(t)(nextAfterTimeout(t, s, src, clk)); !e.Deadline.Equal(t0.Add(30 * time.Second)) {
 		t.Errorf("after the outage: %+v; want the preemption with its first deadline", e)
+	}
+}
+
+// Polls end with the ctx they were sent under; the next call sends them
+// again and misses nothing.
+func TestSourceResumesAfterItsPollsWereCanceled(t *testing.T) {
+	s, src, _ := source(t)
+	ctx, cancel := context.WithCancel(bounded(t))
+	if _, err := src.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AwaitHeld(bounded(t), len(watched)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := s.AwaitHeld(bounded(t), 0); err != nil {
+		t.Fatalf("the polls outlived their ctx: %v", err)
+	}
+	s.Preempt()
+	if e := only(t)(next(t, s, src)); e.ID != IDPreempted {
+		t.Errorf("after the polls were canceled: %+v; want the preemption", e)
 	}
 }

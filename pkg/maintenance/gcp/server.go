@@ -29,15 +29,23 @@ import (
 //
 // It is safe for concurrent use. Timeouts are read from the clock it was
 // given, so a test can step a fake one.
+//
+// What servers in the field do beyond the documentation can be turned on: a
+// server that ignores wait_for_change and answers at once
+// (IgnoreWaitForChange, as old metadata servers and emulators without long
+// polls do), values Google does not document (SetMaintenanceEvent with any
+// value) and garbage (AnswerRaw). Requests counts what reached it.
 type Server struct {
 	clock clock.Clock
 
 	mu       sync.Mutex
 	values   map[string][]byte
 	waiters  map[string]map[chan []byte]struct{}
-	failNext int           // answer this many requests with 503, to exercise retries
-	held     int           // long polls being held now
-	heldSig  chan struct{} // closed and replaced whenever held changes
+	failNext int            // answer this many requests with 503, to exercise retries
+	held     int            // long polls being held now
+	heldSig  chan struct{}  // closed and replaced whenever held changes
+	noWait   bool           // answer long polls at once
+	requests map[string]int // requests per key
 }
 
 // NewServer returns an emulator of a VM with nothing announced
@@ -47,7 +55,7 @@ func NewServer(clk clock.Clock) *Server {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	s := &Server{clock: clk, waiters: map[string]map[chan []byte]struct{}{}, heldSig: make(chan struct{})}
+	s := &Server{clock: clk, waiters: map[string]map[chan []byte]struct{}{}, heldSig: make(chan struct{}), requests: map[string]int{}}
 	s.values = initialValues()
 	return s
 }
@@ -96,6 +104,21 @@ func (s *Server) AnswerRaw(path string, body []byte) {
 	s.set(strings.TrimPrefix(path, BasePath), append([]byte(nil), body...))
 }
 
+// IgnoreWaitForChange makes the server answer every long poll at once with
+// the current value, as a server without wait_for_change does.
+func (s *Server) IgnoreWaitForChange(ignore bool) { s.mu.Lock(); s.noWait = ignore; s.mu.Unlock() }
+
+// Requests counts the requests for path (relative to BasePath) that got
+// past the header checks so far, 503s included.
+func (s *Server) Requests(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[strings.TrimPrefix(path, BasePath)]
+}
+
+// Held is the number of long polls being held now.
+func (s *Server) Held() int { s.mu.Lock(); defer s.mu.Unlock(); return s.held }
+
 // AwaitHeld returns once exactly n long polls are being held, so a test can
 // tell a held request from one not yet arrived without sleeping.
 func (s *Server) AwaitHeld(ctx context.Context, n int) error {
@@ -128,6 +151,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
+	s.requests[path]++
 	if s.failNext > 0 {
 		s.failNext--
 		s.mu.Unlock()
@@ -135,6 +159,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	value, ok := s.values[path]
+	noWait := s.noWait
 	s.mu.Unlock()
 	switch {
 	case !known || !ok:
@@ -145,7 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	if q.Get("wait_for_change") != "true" {
+	if q.Get("wait_for_change") != "true" || noWait {
 		writeValue(w, value)
 		return
 	}
