@@ -264,7 +264,7 @@ func preemptID(i int) string { return fmt.Sprintf("preempt-%03d", i) }
 func preempt(id, vm string, notBefore time.Time) (azure.RawEvent, time.Time) {
 	deadline := notBefore.UTC().Truncate(time.Second)
 	return azure.RawEvent{EventID: id, EventType: string(maintenance.TypePreempt), ResourceType: "VirtualMachine", Resources: []string{vm},
-		EventStatus: string(maintenance.StatusScheduled), NotBefore: deadline.Format(time.RFC1123),
+		EventStatus: string(maintenance.StatusScheduled), NotBefore: azure.FormatNotBefore(deadline),
 		Description: "Virtual machine is being preempted.", EventSource: "Platform", DurationInSeconds: -1}, deadline
 }
 

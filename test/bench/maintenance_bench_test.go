@@ -254,7 +254,7 @@ func (e *emulator) firstPoll() time.Time {
 
 func redeploy(id, vm string) azure.RawEvent {
 	return azure.RawEvent{EventID: id, EventType: "Redeploy", ResourceType: "VirtualMachine", Resources: []string{vm},
-		EventStatus: "Scheduled", NotBefore: time.Now().Add(5 * time.Minute).UTC().Format(time.RFC1123),
+		EventStatus: "Scheduled", NotBefore: azure.FormatNotBefore(time.Now().Add(5 * time.Minute)),
 		EventSource: "Platform", DurationInSeconds: -1}
 }
 

@@ -220,4 +220,4 @@ func hasTaint(n *corev1.Node) bool {
 }
 
 // rfc1123 formats a time as Scheduled Events does.
-func rfc1123(t time.Time) string { return t.UTC().Format(time.RFC1123) }
+func rfc1123(t time.Time) string { return azure.FormatNotBefore(t) }

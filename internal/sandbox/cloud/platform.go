@@ -87,7 +87,7 @@ func (m *machine) announceAzure(in *Injected, r Request) error {
 		duration = -1 // the documented value when the impact has no end
 	}
 	m.azure.Schedule(azure.RawEvent{EventID: in.ID, EventType: string(r.Type), ResourceType: "VirtualMachine", Resources: []string{m.vm},
-		EventStatus: "Scheduled", NotBefore: in.NotBefore.UTC().Format(time.RFC1123), Description: "sandbox: " + string(r.Type),
+		EventStatus: "Scheduled", NotBefore: azure.FormatNotBefore(in.NotBefore), Description: "sandbox: " + string(r.Type),
 		EventSource: "Platform", DurationInSeconds: duration})
 	return nil
 }

@@ -296,8 +296,18 @@ func (r RawEvent) normalize() (maintenance.Event, error) {
 }
 
 // notBeforeLayouts are the shapes NotBefore comes in: RFC 1123 in GMT, as
-// documented (with a one- or two-digit day), and RFC 3339.
-var notBeforeLayouts = []string{"Mon, 2 Jan 2006 15:04:05 GMT", time.RFC3339}
+// documented (with a one- or two-digit day), in UTC (what Go's own
+// time.RFC1123 writes for a UTC time, and what sluice's own emulator and
+// tests sent before), or with a numeric offset; and RFC 3339. A zone named
+// otherwise (PST) is refused: Go would read it as UTC.
+var notBeforeLayouts = []string{"Mon, 2 Jan 2006 15:04:05 GMT", "Mon, 2 Jan 2006 15:04:05 UTC", "Mon, 2 Jan 2006 15:04:05 -0700", time.RFC3339}
+
+// NotBeforeLayout is the documented shape of NotBefore, RFC 1123 in GMT
+// (Mon, 19 Sep 2016 18:29:47 GMT); FormatNotBefore writes it.
+const NotBeforeLayout = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+// FormatNotBefore writes t as Scheduled Events documents NotBefore.
+func FormatNotBefore(t time.Time) string { return t.UTC().Format(NotBeforeLayout) }
 
 // ParseNotBefore reads a NotBefore time, in UTC.
 func ParseNotBefore(s string) (time.Time, error) {

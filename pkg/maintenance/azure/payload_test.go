@@ -103,7 +103,10 @@ func TestParseNotBefore(t *testing.T) {
 		{"2023-01-01T01:30:00+01:30", time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{"2023-01-01T00:00:00.5Z", time.Date(2023, 1, 1, 0, 0, 0, 5e8, time.UTC)},
 		{"tomorrow", time.Time{}},
-		{"Mon, 19 Sep 2016 18:29:47 PST", time.Time{}}, // a zone that is not GMT would be read as GMT: refused
+		{"Mon, 19 Sep 2016 18:29:47 UTC", time.Date(2016, 9, 19, 18, 29, 47, 0, time.UTC)}, // Go's time.RFC1123 of a UTC time
+		{"Mon, 19 Sep 2016 20:29:47 +0200", time.Date(2016, 9, 19, 18, 29, 47, 0, time.UTC)},
+		{FormatNotBefore(time.Date(2016, 9, 19, 18, 29, 47, 0, time.UTC)), time.Date(2016, 9, 19, 18, 29, 47, 0, time.UTC)},
+		{"Mon, 19 Sep 2016 18:29:47 PST", time.Time{}}, // a named zone other than GMT/UTC would be read as UTC: refused
 		{"19 Sep 2016 18:29:47 GMT", time.Time{}},
 		{"1474309787", time.Time{}},
 	} {
