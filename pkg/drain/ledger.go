@@ -30,13 +30,13 @@ type ledger struct {
 }
 
 type ledgerEntry struct {
-	allowed  int32
-	version  string
+	allowed   int32
+	version   string
 	disrupted map[string]bool      // status.disruptedPods: evictions the status counts
-	asked    map[string]time.Time // pods this drain asked to evict, not yet in disrupted
-	refused  bool                 // the API server refused an eviction against this version
-	changed  chan struct{}        // closed when the entry is replaced by a newer status
-	lastTry  time.Time            // last time an eviction was let through
+	asked     map[string]time.Time // pods this drain asked to evict, not yet in disrupted
+	refused   bool                 // the API server refused an eviction against this version
+	changed   chan struct{}        // closed when the entry is replaced by a newer status
+	lastTry   time.Time            // last time an eviction was let through
 }
 
 // probeAfter is how long the ledger may hold pods back without seeing any

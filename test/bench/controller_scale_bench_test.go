@@ -116,7 +116,6 @@ func BenchmarkControllerAtScale(b *testing.B) {
 func BenchmarkMassSpotEvent(b *testing.B) {
 	const spread = 2 * time.Second
 	for range b.N {
-		loadStart := loadavg()
 		bin := buildSluiceBinary(b)
 		n := envInt(b, envNodes, 1000)
 		p := envInt(b, envPreempt, min(100, max(n/10, 1)))
@@ -131,7 +130,7 @@ func BenchmarkMassSpotEvent(b *testing.B) {
 		// The event is measured on a cluster at rest, not on the backlog of
 		// building it (kwok still starting pods minutes late).
 		waitCalm(b, 5*time.Minute)
-		loadStart = loadavg()
+		loadStart := loadavg()
 		watch := watchDrains(b, cl.client, cl.ns, cl.targets)
 
 		deadlines := make([]time.Time, len(cl.targets))
