@@ -189,8 +189,9 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	// is what keeps every cordon inside the cloud's notice.
 	cordonNow := !st.OptIn && (st.Action == ActionCordon || st.Action == ActionDrain)
 	cordoned := false
+	var rec state // as written: the last attempt's
 	updated, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
-		rec := st
+		rec = st
 		if hadOld && drain.CordonedBy(n) == drain.MaintenanceOwner(old.Event) {
 			n.Annotations[drain.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
 		}
@@ -204,9 +205,7 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	if err != nil {
 		return nil, st, err
 	}
-	if recorded, ok := stateOf(updated); ok {
-		st = recorded
-	}
+	st = rec
 	if c.opts.Metrics != nil {
 		c.opts.Metrics.EventsSeen.WithLabelValues(string(e.Source), string(e.Type), string(st.Action)).Inc()
 	}

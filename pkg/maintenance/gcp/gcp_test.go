@@ -315,19 +315,7 @@ func source(t *testing.T) (*Server, *Source, *clocktesting.FakeClock) {
 func next(t *testing.T, s *Server, src *Source) (maintenance.Observation, error) {
 	t.Helper()
 	obs, err := src.Next(bounded(t))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		switch {
-		case len(src.updates) > 0:
-			obs, err = src.Next(bounded(t))
-		case s.Held() == len(watched):
-			return obs, err
-		case time.Now().After(deadline):
-			t.Fatalf("the source's long polls are not held (%d of %d, requests %d, %d; keys %+v); last %+v, %v", s.Held(), len(watched), s.Requests(PathPreempted), s.Requests(PathMaintenanceEvent), src.keys, obs, err)
-		default:
-			time.Sleep(time.Millisecond)
-		}
-	}
+	return settle(t, s, src, obs, err)
 }
 
 // nextAfterTimeout calls Next while nothing changes: both long polls are
@@ -358,6 +346,8 @@ func nextAfterTimeout(t *testing.T, s *Server, src *Source, clk *clocktesting.Fa
 	return settle(t, s, src, r.obs, r.err)
 }
 
+// settle takes in what else has answered after an observation until both
+// keys' long polls are held again, and returns the last observation.
 func settle(t *testing.T, s *Server, src *Source, obs maintenance.Observation, err error) (maintenance.Observation, error) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -368,7 +358,7 @@ func settle(t *testing.T, s *Server, src *Source, obs maintenance.Observation, e
 		case s.Held() == len(watched):
 			return obs, err
 		case time.Now().After(deadline):
-			t.Fatalf("the source's long polls are not held (%d of %d)", s.Held(), len(watched))
+			t.Fatalf("the source's long polls are not held (%d of %d, requests %d, %d; keys %+v); last %+v, %v", s.Held(), len(watched), s.Requests(PathPreempted), s.Requests(PathMaintenanceEvent), src.keys, obs, err)
 		default:
 			time.Sleep(time.Millisecond)
 		}
