@@ -114,8 +114,8 @@ func TestAPIServerAppliesDefaults(t *testing.T) {
 	}
 	for _, name := range []string{tuned, bare} {
 		p := find(t, pools, name)
-		if p.Spec.Provider != v1alpha1.ProviderNone {
-			t.Errorf("%s: provider %q, want the default none", name, p.Spec.Provider)
+		if p.Spec.Provider.Name != v1alpha1.ProviderNone {
+			t.Errorf("%s: provider %q, want the default none", name, p.Spec.Provider.Name)
 		}
 		m := p.Spec.Maintenance
 		if m == nil {
@@ -199,8 +199,8 @@ func TestAPIServerRefusesInvalidPools(t *testing.T) {
 			`spec.maintenance.actions.Terminate: Unsupported value: "Evict": supported values: "None", "Cordon", "Drain"`},
 		{"onDeadline not in the enum", withMaintenance(map[string]any{"onDeadline": "Ignore"}),
 			`spec.maintenance.onDeadline: Unsupported value: "Ignore": supported values: "Delete", "Stop"`},
-		{"provider not in the enum", map[string]any{"nodeSelector": selector("x"), "provider": "aws"},
-			`spec.provider: Unsupported value: "aws": supported values: "kwok", "none"`},
+		{"provider not in the enum", map[string]any{"nodeSelector": selector("x"), "provider": map[string]any{"name": "aws"}},
+			`spec.provider.name: Unsupported value: "aws": supported values: "kwok", "none"`},
 		{"operator in lower case", expression("agentpool", "in", "spot"),
 			`nodeSelector.matchExpressions[].operator must be one of In, NotIn, Exists, DoesNotExist (spelled so, capitalized)`},
 		{"In without values", expression("agentpool", "In"),
@@ -247,7 +247,7 @@ func TestAPIServerAcceptsTheLimits(t *testing.T) {
 		{"Rebalance: Cordon and None", withMaintenance(map[string]any{"actions": map[string]any{"Rebalance": "None", "Reboot": "Cordon"}})},
 		{"every knob", map[string]any{
 			"nodeSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "agentpool", "operator": "In", "values": []any{"spot"}}}},
-			"provider":     "kwok",
+			"provider":     map[string]any{"name": "kwok"},
 			"maintenance": map[string]any{
 				"approveEarly": false, "deadlineMargin": "30s", "onDeadline": "Stop",
 				"actions": map[string]any{

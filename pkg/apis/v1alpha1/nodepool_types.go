@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -14,8 +16,11 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=np
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider`
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.provider.name`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
+// +kubebuilder:printcolumn:name="Disrupting",type=integer,JSONPath=`.status.disrupting`
+// +kubebuilder:printcolumn:name="Drifted",type=integer,JSONPath=`.status.drifted`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="On-Deadline",type=string,JSONPath=`.spec.maintenance.onDeadline`
 // +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.nodeSelector`,priority=1
 // +kubebuilder:printcolumn:name="Actions",type=string,JSONPath=`.spec.maintenance.actions`,priority=1,description="Maintenance actions set here; any other event type takes its default"
@@ -51,9 +56,9 @@ type NodePoolList struct {
 	Items           []NodePool `json:"items"`
 }
 
-// NodePoolSpec is what the pool's owner asks of sluice. Disruption (expiry,
-// drift, consolidation, budgets) and upgrade sections come in later versions
-// of this API; until then sluice only acts on maintenance events here.
+// NodePoolSpec is what the pool's owner asks of sluice: which nodes belong,
+// what makes and removes them, the node they should be, how they answer the
+// cloud's maintenance, and when sluice may disrupt them of its own accord.
 type NodePoolSpec struct {
 	// NodeSelector picks the pool's nodes by their labels. It must not be
 	// empty: a pool that selects every node is almost always a mistake. A node
@@ -66,12 +71,32 @@ type NodePoolSpec struct {
 	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
 
 	// Provider creates and deletes the pool's machines: kwok for the
-	// sandbox's simulated nodes, or none, where sluice never creates or
-	// deletes a machine and only moves pods.
+	// sandbox's simulated nodes, or none (the default), where sluice never
+	// creates or deletes a machine: it moves pods for maintenance, and only
+	// reports the nodes it would replace.
 	//
 	// +optional
-	// +kubebuilder:default=none
-	Provider Provider `json:"provider,omitempty"`
+	// +kubebuilder:default={name: none}
+	Provider ProviderSpec `json:"provider,omitempty"`
+
+	// Template is the node the pool's nodes should be. A node that differs
+	// from it has drifted, and a pool with a provider replaces it.
+	//
+	// +optional
+	Template *NodeTemplate `json:"template,omitempty"`
+
+	// Disruption says when sluice may take the pool's nodes away of its own
+	// accord (expiry, drift, consolidation) and how many at once.
+	//
+	// +optional
+	// +kubebuilder:default={}
+	Disruption *DisruptionSpec `json:"disruption,omitempty"`
+
+	// Limits cap what the provider may create for the pool; a replacement
+	// that would pass them waits.
+	//
+	// +optional
+	Limits *Limits `json:"limits,omitempty"`
 
 	// Maintenance says how the pool's nodes answer the cloud's maintenance
 	// events. Left out, every event type takes its default action.
@@ -81,16 +106,299 @@ type NodePoolSpec struct {
 	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
 }
 
-// Provider names what creates and deletes a pool's machines.
+// ProviderName names what creates and deletes a pool's machines.
 //
 // +kubebuilder:validation:Enum=kwok;none
-type Provider string
+type ProviderName string
 
 // Providers.
 const (
-	ProviderKwok Provider = "kwok"
-	ProviderNone Provider = "none"
+	ProviderKwok ProviderName = "kwok"
+	ProviderNone ProviderName = "none"
 )
+
+// ProviderSpec picks the pool's provider and holds its settings.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.kwok) || self.name == 'kwok'",message="provider.kwok is the kwok provider's settings: set it only with provider.name kwok"
+type ProviderSpec struct {
+	// Name is the provider: kwok or none.
+	//
+	// +optional
+	// +kubebuilder:default=none
+	Name ProviderName `json:"name,omitempty"`
+
+	// Kwok holds the settings of the kwok provider, the sandbox's simulated
+	// cloud.
+	//
+	// +optional
+	Kwok *KwokProviderSpec `json:"kwok,omitempty"`
+}
+
+// Manages says whether sluice creates and deletes the pool's machines.
+func (p ProviderSpec) Manages() bool { return p.Name != "" && p.Name != ProviderNone }
+
+// KwokProviderSpec makes the sandbox's simulated cloud behave like a real
+// one: machines take time to boot, and can fail the ways clouds fail.
+type KwokProviderSpec struct {
+	// BootDelay is how long a new machine takes before its Node registers,
+	// from 0s to 10m.
+	//
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('10m')",message="bootDelay must be a duration from 0s to 10m, such as 5s"
+	BootDelay *metav1.Duration `json:"bootDelay,omitempty"`
+
+	// Failure makes the simulated cloud fail each new machine:
+	// InsufficientCapacity and QuotaExceeded refuse it the way a cloud's API
+	// does; NeverJoins accepts it, but its Node never registers.
+	//
+	// +optional
+	// +kubebuilder:default=None
+	Failure KwokFailure `json:"failure,omitempty"`
+}
+
+// KwokFailure is how the kwok provider fails new machines.
+//
+// +kubebuilder:validation:Enum=None;InsufficientCapacity;QuotaExceeded;NeverJoins
+type KwokFailure string
+
+// Kwok failure modes.
+const (
+	KwokFailureNone                 KwokFailure = "None"
+	KwokFailureInsufficientCapacity KwokFailure = "InsufficientCapacity"
+	KwokFailureQuotaExceeded        KwokFailure = "QuotaExceeded"
+	KwokFailureNeverJoins           KwokFailure = "NeverJoins"
+)
+
+// DefaultKwokBootDelay is KwokProviderSpec.BootDelay's default.
+const DefaultKwokBootDelay = 5 * time.Second
+
+// NodeTemplate is the node a pool's nodes should be. The provider makes new
+// machines from it; a node that differs from it has drifted.
+type NodeTemplate struct {
+	// Labels every node carries.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxProperties=100
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('sluice.dev/'))",message="template.labels must not set sluice.dev/ labels: sluice writes those itself"
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Taints every node carries.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxItems=50
+	Taints []corev1.Taint `json:"taints,omitempty"`
+
+	// StartupTaints are on a node when it registers, and removed by
+	// something else once the node is ready for work (a CNI, a node agent);
+	// drift never looks at them.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxItems=50
+	StartupTaints []corev1.Taint `json:"startupTaints,omitempty"`
+
+	// InstanceTypes the provider may make, the first it has capacity for
+	// (for example Standard_D4s_v5, m6i.xlarge). A node of another type has
+	// drifted.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	InstanceTypes []string `json:"instanceTypes,omitempty"`
+
+	// Capacity is spot or on-demand (the default).
+	//
+	// +optional
+	// +kubebuilder:default=on-demand
+	Capacity CapacityType `json:"capacity,omitempty"`
+
+	// Image is the node image (an AKS node image version, an AMI). A node
+	// on another image has drifted: changing it rolls the pool.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Image string `json:"image,omitempty"`
+
+	// Kubelet settings the provider applies.
+	//
+	// +optional
+	Kubelet *KubeletSpec `json:"kubelet,omitempty"`
+}
+
+// CapacityType is how a machine is bought.
+//
+// +kubebuilder:validation:Enum=on-demand;spot
+type CapacityType string
+
+// Capacity types.
+const (
+	CapacityOnDemand CapacityType = "on-demand"
+	CapacitySpot     CapacityType = "spot"
+)
+
+// KubeletSpec holds the kubelet settings a provider applies to new nodes.
+type KubeletSpec struct {
+	// MaxPods is how many pods a node may run, from 1 to 1000.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxPods *int32 `json:"maxPods,omitempty"`
+}
+
+// DisruptionSpec says when sluice may disrupt a pool's nodes of its own
+// accord, and how many at once.
+type DisruptionSpec struct {
+	// ExpireAfter is how old a node may grow before it is replaced: a
+	// duration such as 720h, or Never (the default).
+	//
+	// +optional
+	// +kubebuilder:default=Never
+	// +kubebuilder:validation:Pattern=`^(Never|([0-9]+(\.[0-9]+)?(s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self == 'Never' || duration(self) >= duration('1m')",message="expireAfter must be Never or a duration of at least 1m, such as 720h"
+	ExpireAfter string `json:"expireAfter,omitempty"`
+
+	// TerminationGracePeriod is how long a node being taken away may drain:
+	// once it has passed, the pods still on the node are deleted (a
+	// PodDisruptionBudget no longer holds them) so the node finishes. Unset,
+	// a drain waits as long as its pods' budgets make it.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="terminationGracePeriod must be a duration such as 48h"
+	TerminationGracePeriod *metav1.Duration `json:"terminationGracePeriod,omitempty"`
+
+	// ConsolidationPolicy says which nodes consolidation may remove or
+	// replace: only empty ones, or underutilized ones too.
+	//
+	// +optional
+	// +kubebuilder:default=WhenEmptyOrUnderutilized
+	ConsolidationPolicy ConsolidationPolicy `json:"consolidationPolicy,omitempty"`
+
+	// ConsolidateAfter is how long a node must go without pods arriving or
+	// leaving before consolidation considers it: a duration, or Never.
+	//
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Pattern=`^(Never|([0-9]+(\.[0-9]+)?(s|m|h))+)$`
+	// +kubebuilder:validation:MaxLength=32
+	ConsolidateAfter string `json:"consolidateAfter,omitempty"`
+
+	// Budgets cap how many of the pool's nodes may be disrupting at once;
+	// the most restrictive budget active now wins. Nodes being disrupted for
+	// any reason count, maintenance and a person's drain included, and so do
+	// NotReady nodes. Default one budget of 10%.
+	//
+	// +optional
+	// +kubebuilder:default={{nodes: "10%"}}
+	// +kubebuilder:validation:MaxItems=50
+	Budgets []Budget `json:"budgets,omitempty"`
+
+	// Paused stops every voluntary disruption of the pool (expiry, drift,
+	// consolidation, upgrades); maintenance events are still handled.
+	//
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ConsolidationPolicy says which nodes consolidation considers.
+//
+// +kubebuilder:validation:Enum=WhenEmpty;WhenEmptyOrUnderutilized
+type ConsolidationPolicy string
+
+// Consolidation policies.
+const (
+	ConsolidateWhenEmpty                 ConsolidationPolicy = "WhenEmpty"
+	ConsolidateWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
+)
+
+// Never is the value of ExpireAfter and ConsolidateAfter that turns them off.
+const Never = "Never"
+
+// Budget caps the nodes of a pool disrupting at once, for some reasons, at
+// some times.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.schedule) == has(self.duration)",message="a budget's schedule and duration come together: the schedule says when the budget's window opens, the duration how long it stays open"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeZone) || has(self.schedule)",message="a budget's timeZone applies to its schedule: set a schedule too"
+type Budget struct {
+	// Nodes is how many nodes may be disrupting at once: a number, or a
+	// percentage of the pool's nodes (rounded up), from 0% to 100%.
+	//
+	// +required
+	// +kubebuilder:validation:Pattern=`^((100|[0-9]{1,2})%|[0-9]+)$`
+	// +kubebuilder:validation:MaxLength=10
+	Nodes string `json:"nodes"`
+
+	// Reasons the budget applies to; left out, it applies to all.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxItems=5
+	// +listType=set
+	Reasons []DisruptionReason `json:"reasons,omitempty"`
+
+	// Schedule is a cron expression (five fields, or a macro such as
+	// @daily) for when the budget's window opens; left out, the budget is
+	// always active.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:XValidation:rule="self.split(' ').filter(f, f != '').size() == 5 || self.startsWith('@')",message="schedule must be a cron expression of five fields (minute hour day-of-month month day-of-week), such as '0 9 * * mon-fri', or a macro such as @daily"
+	Schedule *string `json:"schedule,omitempty"`
+
+	// TimeZone is the IANA time zone the schedule is read in, such as
+	// Europe/Berlin; default UTC.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TimeZone *string `json:"timeZone,omitempty"`
+
+	// Duration is how long the window stays open after the schedule fires.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="a budget's duration must be at least 1m, such as 8h"
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// DisruptionReason is why sluice disrupts a node of its own accord.
+//
+// +kubebuilder:validation:Enum=Empty;Underutilized;Drifted;Expired;Upgrade
+type DisruptionReason string
+
+// Disruption reasons.
+const (
+	ReasonEmpty         DisruptionReason = "Empty"
+	ReasonUnderutilized DisruptionReason = "Underutilized"
+	ReasonDrifted       DisruptionReason = "Drifted"
+	ReasonExpired       DisruptionReason = "Expired"
+	ReasonUpgrade       DisruptionReason = "Upgrade"
+)
+
+// DisruptionReasons lists every reason, in the order sluice reports them.
+var DisruptionReasons = []DisruptionReason{ReasonEmpty, ReasonUnderutilized, ReasonDrifted, ReasonExpired, ReasonUpgrade}
+
+// Limits cap what a pool's provider may create.
+type Limits struct {
+	// CPU caps the pool's total CPU capacity.
+	//
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+	// Memory caps the pool's total memory capacity.
+	//
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+	// Nodes caps the pool's node count.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Nodes *int32 `json:"nodes,omitempty"`
+}
 
 // Defaults of MaintenanceSpec's fields. The CRD schema repeats them as
 // defaults the API server applies (a test checks that the two agree).
@@ -368,10 +676,49 @@ const (
 
 // NodePoolStatus is what sluice last observed of the pool.
 type NodePoolStatus struct {
+	// ObservedGeneration is the spec generation this status describes.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
 	// Nodes is how many nodes the pool selects.
 	//
 	// +optional
 	Nodes int32 `json:"nodes,omitempty"`
+
+	// Resources are the pool's nodes' capacity, summed.
+	//
+	// +optional
+	Resources corev1.ResourceList `json:"resources,omitempty"`
+
+	// Disrupting is how many of the pool's nodes are out of service now,
+	// for any reason: cordoned, being deleted, NotReady, or being replaced.
+	//
+	// +optional
+	Disrupting int32 `json:"disrupting,omitempty"`
+
+	// Drifted is how many of the pool's nodes differ from its template.
+	//
+	// +optional
+	Drifted int32 `json:"drifted,omitempty"`
+
+	// Expired is how many of the pool's nodes are older than expireAfter.
+	//
+	// +optional
+	Expired int32 `json:"expired,omitempty"`
+
+	// Allowed is, per reason, how many more nodes may be disrupted now.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	Allowed []AllowedDisruptions `json:"allowed,omitempty"`
+
+	// NextBudgetChange is when the budgets in force next change (a
+	// scheduled window opens or closes); unset when none is scheduled.
+	//
+	// +optional
+	NextBudgetChange *metav1.Time `json:"nextBudgetChange,omitempty"`
 
 	// Conditions are the pool's latest observations.
 	//
@@ -379,4 +726,11 @@ type NodePoolStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AllowedDisruptions is how many more of a pool's nodes may be disrupted now
+// for one reason.
+type AllowedDisruptions struct {
+	Reason DisruptionReason `json:"reason"`
+	Nodes  int32            `json:"nodes"`
 }
