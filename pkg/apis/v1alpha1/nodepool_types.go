@@ -313,7 +313,7 @@ type ConsolidationPolicy string
 
 // Consolidation policies.
 const (
-	ConsolidateWhenEmpty                 ConsolidationPolicy = "WhenEmpty"
+	ConsolidateWhenEmpty                ConsolidationPolicy = "WhenEmpty"
 	ConsolidateWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
 )
 
