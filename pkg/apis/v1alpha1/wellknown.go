@@ -1,0 +1,28 @@
+package v1alpha1
+
+// Names sluice writes on Nodes it manages for a NodePool. Every controller
+// and the providers read them from here.
+const (
+	// FinalizerTermination is on every node of a pool whose provider sluice
+	// runs: deleting such a node means cordon, drain, delete the machine,
+	// then let the Node go.
+	FinalizerTermination = "sluice.dev/termination"
+
+	// AnnotationDisruption holds the disruption controller's record of a
+	// node being replaced (JSON: reason, phase, replacement, since).
+	AnnotationDisruption = "sluice.dev/disruption"
+
+	// AnnotationDoNotDisrupt on a pod, node or NodePool keeps it from
+	// voluntary disruption ("true", or on pods and nodes a duration).
+	AnnotationDoNotDisrupt = "sluice.dev/do-not-disrupt"
+
+	// LabelNodePool names the pool whose provider made the node.
+	LabelNodePool = "sluice.dev/nodepool"
+	// LabelCapacityType is on-demand or spot, on nodes a provider made.
+	LabelCapacityType = "sluice.dev/capacity-type"
+	// AnnotationImage is the template image a provider made the node from.
+	AnnotationImage = "sluice.dev/image"
+	// AnnotationTemplateHash is the hash of the template fields a Node does
+	// not show (kubelet settings) the node was made from.
+	AnnotationTemplateHash = "sluice.dev/template-hash"
+)
