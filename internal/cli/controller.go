@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/memlimit"
+	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/termination"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
 type controllerFlags struct {
@@ -39,6 +42,9 @@ type controllerFlags struct {
 	workers         int
 	identity        string
 	podNamespace    string
+	providers       []string
+	dryRun          bool
+	registration    time.Duration
 }
 
 // The controller's defaults: a node's reconcile is a cache read and one
@@ -90,6 +96,9 @@ func newControllerCommand() *cobra.Command {
 	fs.StringVar(&f.webhookTemplate, "webhook-template", "", "Go template for the webhook body, or @FILE; fields .Kind .Name .Namespace .Type .Reason .Message .Time, func json (default: a JSON document with a Slack-style text field)")
 	fs.IntVar(&f.workers, "workers", defaultWorkers, "nodes reconciled at once (drains run beside them)")
 	fs.StringVar(&f.identity, "identity", envOr("POD_NAME", host), "this replica's name on the Lease and on drain claims (env POD_NAME)")
+	fs.StringSliceVar(&f.providers, "providers", nil, "machine providers this controller runs for NodePools that name them (kwok: the sandbox's simulated cloud); a pool whose provider is not listed is only reported on")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "NodePools: decide and report (status, Events, logs) which nodes would be replaced or terminated, and change no node or machine")
+	fs.DurationVar(&f.registration, "registration-timeout", 10*time.Minute, "how long a replacement machine may take to become a Ready node before it is given up and deleted (the old node stays in service)")
 	fs.StringVar(&f.podNamespace, "pod-namespace", envOr("POD_NAMESPACE", ""), "namespace of the controller's own pod, evicted last when it runs on a node it drains (env POD_NAMESPACE)")
 	return cmd
 }
@@ -127,6 +136,14 @@ func (f *controllerFlags) validate() error {
 	}
 	if f.maxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be at least 1", f.maxInFlight))
+	}
+	for _, p := range f.providers {
+		if !slices.Contains(provider.Names(), v1alpha1.ProviderName(p)) {
+			errs = append(errs, fmt.Errorf("--providers %q: sluice knows %v", p, provider.Names()))
+		}
+	}
+	if f.registration <= 0 {
+		errs = append(errs, fmt.Errorf("--registration-timeout %s: must be positive", f.registration))
 	}
 	if f.webhookTemplate != "" && f.webhookURL == "" {
 		errs = append(errs, errors.New("--webhook-template needs --webhook-url"))
@@ -168,6 +185,9 @@ func runController(ctx context.Context, f *controllerFlags) error {
 		MaxInFlight:    f.maxInFlight,
 		Log:            log,
 		Clock:          clk,
+		DryRun:         f.dryRun,
+
+		RegistrationTimeout: f.registration,
 	}
 	if f.webhookURL != "" {
 		body, err := readTemplate(f.webhookTemplate)
@@ -177,6 +197,13 @@ func runController(ctx context.Context, f *controllerFlags) error {
 		if opts.Webhook, err = mcontroller.NewWebhook(f.webhookURL, body, clk, log); err != nil {
 			return err
 		}
+	}
+	if len(f.providers) > 0 {
+		set, err := provider.Build(ctx, cfg, f.providers, clk, log)
+		if err != nil {
+			return err
+		}
+		opts.Machines = set
 	}
 	mgr, err := controller.New(cfg, opts)
 	if err != nil {

@@ -36,8 +36,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sluice-dev/sluice/internal/controller/claims"
+	"github.com/sluice-dev/sluice/internal/controller/deletion"
 	"github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/controller/nodepool"
+	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/drain"
@@ -73,6 +75,16 @@ type Options struct {
 	Limits      termination.Limits
 	MaxInFlight int
 
+	// Machines makes and deletes the machines of pools with a provider;
+	// nil: no provider is enabled, and such pools report ProviderReady=False.
+	Machines Machines
+	// DryRun: the NodePool and deletion controllers decide and report,
+	// and change no node and no machine.
+	DryRun bool
+	// RegistrationTimeout bounds how long a replacement may take to become
+	// a Ready node.
+	RegistrationTimeout time.Duration
+
 	Webhook *maintenance.Webhook
 	Log     *slog.Logger
 	Clock   clock.WithTicker
@@ -83,6 +95,28 @@ type Options struct {
 	// SeveralManagers lets one process build more than one manager (tests):
 	// controller-runtime otherwise refuses a second controller of a name.
 	SeveralManagers bool
+}
+
+// Machines makes and deletes pools' machines (internal/provider.Set).
+type Machines interface {
+	nodepool.Machines
+}
+
+// noMachines answers every pool with a provider when no provider is enabled.
+type noMachines struct{}
+
+func (noMachines) Serves(v1alpha1.ProviderName) bool { return false }
+
+func (noMachines) CreateMachine(_ context.Context, pool *v1alpha1.NodePool) (*provider.Machine, error) {
+	return nil, provider.NotEnabled(pool.Spec.Provider.Name)
+}
+
+func (noMachines) GetMachine(_ context.Context, pool *v1alpha1.NodePool, _ string) (*provider.Machine, error) {
+	return nil, provider.NotEnabled(pool.Spec.Provider.Name)
+}
+
+func (noMachines) DeleteMachine(_ context.Context, pool *v1alpha1.NodePool, _ string) error {
+	return provider.NotEnabled(pool.Spec.Provider.Name)
 }
 
 // setLogger hands controller-runtime sluice's logger once per process.
@@ -139,9 +173,22 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	var policies maintenance.Policies = maintenance.Defaults{}
 	if pools {
 		policies = maintenance.NewPoolPolicies(mgr.GetClient(), opts.Log)
-		status := nodepool.NewController(mgr.GetClient(), recorder, nodepool.NewMetrics(opts.Registry), opts.Log.With("component", "nodepool"))
-		if err := status.SetupWithManager(mgr); err != nil {
+		machines := opts.Machines
+		if machines == nil {
+			machines = noMachines{}
+		}
+		pc := nodepool.NewController(mgr.GetClient(), opts.Clock, machines, nodepool.Options{
+			DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn,
+			Recorder: recorder, Metrics: nodepool.NewMetrics(opts.Registry), Log: opts.Log.With("component", "nodepool"),
+		})
+		if err := pc.SetupWithManager(mgr, 1); err != nil {
 			return nil, fmt.Errorf("setting up the NodePool controller: %w", err)
+		}
+		dc := deletion.NewController(mgr.GetClient(), opts.Clock, queue, machines, deletion.Options{
+			Identity: opts.Identity, DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "deletion"),
+		})
+		if err := dc.SetupWithManager(mgr, opts.Workers); err != nil {
+			return nil, fmt.Errorf("setting up the node deletion controller: %w", err)
 		}
 	}
 	// A person's drain, seen through its claim on the node, counts against

@@ -1,88 +1,132 @@
-// Package nodepool keeps each NodePool's status true: how many nodes it
-// selects, and a Ready condition that says, on the pool itself, when the pool
-// cannot be applied (a nodeSelector that does not parse). A broken pool
-// affects only itself: the maintenance controller passes over it, and this
-// controller makes it visible with a condition, an Event and a metric.
+// Package nodepool is the NodePool controller. For each pool it keeps the
+// status true (nodes, resources, how many are disrupting, drifted and expired,
+// the disruptions each reason may still make now, Ready and ProviderReady
+// conditions) and, for a pool whose provider sluice runs, replaces expired
+// and drifted nodes replace-first, as many at once as the pool's budgets
+// allow. A broken pool affects only itself: it gets Ready=False with the
+// reason, an Event and a metric, and is left alone while other pools carry
+// on. docs/design/pools.md has the state machine.
 package nodepool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
-// Condition types and reasons on a NodePool.
-const (
-	ConditionReady = "Ready"
-
-	ReasonValid               = "Valid"
-	ReasonInvalidNodeSelector = "InvalidNodeSelector"
-)
-
-// Metrics are the NodePool controller's metrics.
-type Metrics struct {
-	Ready *prometheus.GaugeVec
+// Machines makes and removes a pool's machines (internal/provider.Set).
+type Machines interface {
+	// Serves says whether this controller runs the named provider.
+	Serves(name v1alpha1.ProviderName) bool
+	CreateMachine(ctx context.Context, pool *v1alpha1.NodePool) (*provider.Machine, error)
+	GetMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error)
+	DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error
 }
 
-// NewMetrics registers the metrics with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{Ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_nodepool_ready",
-		Help: "1 when the NodePool can be applied, 0 when its Ready condition is False (see the condition's reason)."}, []string{"nodepool"})}
-	reg.MustRegister(m.Ready)
-	return m
+// Options configure the controller.
+type Options struct {
+	// DryRun decides and reports (Events, logs, status), and changes no node
+	// and no machine.
+	DryRun bool
+	// RegistrationTimeout is how long a replacement machine may take to
+	// become a Ready node before it is given up (deleted, and the old node
+	// left in service); default 10 m.
+	RegistrationTimeout time.Duration
+	// PodsOn lists the pods on a node (the shared cache's index).
+	PodsOn   func(node string) ([]*corev1.Pod, error)
+	Recorder record.EventRecorder
+	Metrics  *Metrics
+	Log      *slog.Logger
 }
 
-// Controller reconciles NodePool status.
+// Controller reconciles NodePools.
 type Controller struct {
 	kube     client.Client
-	recorder record.EventRecorder
-	metrics  *Metrics
-	log      *slog.Logger
+	clock    clock.Clock
+	machines Machines
+	opts     Options
+
+	mu sync.Mutex
+	// failing holds, per pool, the provider's last refusal and when the
+	// pool may ask again: a refused replacement is not retried at once.
+	failing map[string]providerFailure
+}
+
+type providerFailure struct {
+	reason, message string
+	retryAt         time.Time
+	backoff         time.Duration
 }
 
 // NewController returns the controller; SetupWithManager registers it.
-func NewController(kube client.Client, recorder record.EventRecorder, metrics *Metrics, log *slog.Logger) *Controller {
-	return &Controller{kube: kube, recorder: recorder, metrics: metrics, log: log}
+func NewController(kube client.Client, clk clock.Clock, machines Machines, opts Options) *Controller {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.RegistrationTimeout <= 0 {
+		opts.RegistrationTimeout = 10 * time.Minute
+	}
+	if opts.PodsOn == nil {
+		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
+	}
+	return &Controller{kube: kube, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}}
 }
 
-// SetupWithManager watches NodePools, and nodes as they come, go or change
-// labels (which changes the pools' node counts).
-func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager watches NodePools as their spec changes, and nodes as
+// they come, go, or change in a way a pool's status or disruption reads
+// (labels, taints, annotations, cordon, readiness, deletion): a node's
+// change queues its pool, or every pool when its labels changed.
+func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	nodeChanged := predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return true },
 		DeleteFunc: func(event.DeleteEvent) bool { return true },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return fmt.Sprint(e.ObjectOld.GetLabels()) != fmt.Sprint(e.ObjectNew.GetLabels())
+			o, okO := e.ObjectOld.(*corev1.Node)
+			n, okN := e.ObjectNew.(*corev1.Node)
+			return okO && okN && nodeMatters(o, n)
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodepool").
 		For(&v1alpha1.NodePool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		// A pool's node count depends on the other pools (the oldest wins a
-		// node two select): a change to one is a change to all.
+		// A pool's nodes depend on the other pools (the oldest wins a node
+		// two select): a change to one is a change to all.
 		Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.allPools), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.allPools), builder.WithPredicates(nodeChanged)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(c)
+}
+
+// nodeMatters says whether a node's update changes anything a pool reads.
+func nodeMatters(o, n *corev1.Node) bool {
+	return fmt.Sprint(o.Labels) != fmt.Sprint(n.Labels) ||
+		fmt.Sprint(o.Annotations) != fmt.Sprint(n.Annotations) ||
+		fmt.Sprint(o.Spec.Taints) != fmt.Sprint(n.Spec.Taints) ||
+		o.Spec.Unschedulable != n.Spec.Unschedulable ||
+		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+		readyOf(o) != readyOf(n) ||
+		fmt.Sprint(o.Status.Capacity) != fmt.Sprint(n.Status.Capacity)
 }
 
 func (c *Controller) allPools(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -97,73 +141,81 @@ func (c *Controller) allPools(ctx context.Context, _ client.Object) []reconcile.
 	return out
 }
 
-// Reconcile writes one pool's node count and Ready condition.
+// Reconcile observes one pool, replaces what its budgets allow, and writes
+// its status.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pool := &v1alpha1.NodePool{}
 	if err := c.kube.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			c.metrics.Ready.DeleteLabelValues(req.Name)
+			c.opts.Metrics.forget(req.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
-	}
-	var nodes corev1.NodeList
-	if err := c.kube.List(ctx, &nodes); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	var all v1alpha1.NodePoolList
 	if err := c.kube.List(ctx, &all); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing node pools: %w", err)
 	}
-	cond, count := judge(pool, nodes.Items, all.Items)
-	ready := 1.0
-	if cond.Status != metav1.ConditionTrue {
-		ready = 0
+	var nodes corev1.NodeList
+	if err := c.kube.List(ctx, &nodes); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	c.metrics.Ready.WithLabelValues(pool.Name).Set(ready)
-	before := meta.FindStatusCondition(pool.Status.Conditions, ConditionReady)
-	if before != nil && before.Status == cond.Status && before.Reason == cond.Reason && before.Message == cond.Message &&
-		before.ObservedGeneration == cond.ObservedGeneration && pool.Status.Nodes == count {
-		return reconcile.Result{}, nil
+	now := c.clock.Now()
+	v := observe(pool, Members(pool, nodes.Items, all.Items), c.opts.PodsOn, now)
+	problem := pools.Validate(pool, len(v.nodes))
+	next := v.nextChange
+	if problem == nil {
+		wait, err := c.replace(ctx, pool, v, now)
+		if err != nil {
+			c.opts.Log.Error("replacing nodes", "nodepool", pool.Name, "err", err)
+		}
+		next = sooner(next, wait)
+		if err != nil {
+			next = sooner(next, 5*time.Second)
+		}
+		// What replace wrote changes the counts: the node events it causes
+		// queue the pool again, and the status follows then.
 	}
-	orig := pool.DeepCopy()
-	meta.SetStatusCondition(&pool.Status.Conditions, cond)
-	pool.Status.Nodes = count
-	if err := c.kube.Status().Patch(ctx, pool, client.MergeFrom(orig), client.FieldOwner("sluice")); err != nil {
-		return reconcile.Result{}, fmt.Errorf("writing the status of node pool %s: %w", pool.Name, err)
+	if err := c.writeStatus(ctx, pool, v, problem, now); err != nil {
+		return reconcile.Result{}, err
 	}
-	if cond.Status == metav1.ConditionFalse && (before == nil || before.Status != metav1.ConditionFalse || before.Message != cond.Message) {
-		c.recorder.Event(pool, corev1.EventTypeWarning, cond.Reason, cond.Message)
-		c.log.Error("node pool cannot be applied", "nodepool", pool.Name, "reason", cond.Reason, "message", cond.Message)
-	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: next}, nil
 }
 
-// judge computes the pool's Ready condition and how many nodes it selects.
-func judge(pool *v1alpha1.NodePool, nodes []corev1.Node, all []v1alpha1.NodePool) (metav1.Condition, int32) {
-	cond := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonValid,
-		Message: "the pool applies to the nodes it selects", ObservedGeneration: pool.Generation}
-	if selErr := selectorError(pool); selErr != nil {
-		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonInvalidNodeSelector
-		cond.Message = selErr.Error() + "; its nodes get the default maintenance policy until it is fixed"
-		return cond, 0
-	}
-	count := int32(0)
+// Members returns the nodes the pool selects (a node that several pools
+// select follows the oldest).
+func Members(pool *v1alpha1.NodePool, nodes []corev1.Node, all []v1alpha1.NodePool) []*corev1.Node {
+	var out []*corev1.Node
 	for i := range nodes {
 		if owner, _ := pools.For(&nodes[i], all); owner != nil && owner.Name == pool.Name {
-			count++
+			out = append(out, &nodes[i])
 		}
 	}
-	return cond, count
+	return out
 }
 
-// selectorError checks the pool's selector on its own (For only reports it
-// while matching nodes, and a cluster may have none).
-func selectorError(pool *v1alpha1.NodePool) *pools.SelectorError {
-	_, err := pools.For(&corev1.Node{}, []v1alpha1.NodePool{*pool})
-	var selErr *pools.SelectorError
-	if errors.As(err, &selErr) {
-		return selErr
+// sooner returns the shorter positive wait; zero means none.
+func sooner(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
 	}
-	return nil
+	return min(a, b)
+}
+
+func readyOf(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (c *Controller) event(obj client.Object, typ, reason, msg string) {
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(obj, typ, reason, msg)
+	}
 }

@@ -1,0 +1,92 @@
+package nodepool
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// Metrics are the NodePool controller's metrics, labelled by pool (never by
+// node).
+type Metrics struct {
+	Ready              *prometheus.GaugeVec
+	Drifted            *prometheus.GaugeVec
+	Allowed            *prometheus.GaugeVec
+	Decisions          *prometheus.CounterVec
+	ProviderErrors     *prometheus.CounterVec
+	ReplacementSeconds prometheus.Histogram
+}
+
+// NewMetrics registers the metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_nodepool_ready",
+			Help: "1 when the NodePool can be applied, 0 when its Ready condition is False (see the condition's reason)."}, []string{"nodepool"}),
+		Drifted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_nodes_drifted",
+			Help: "Nodes of the pool that differ from its template."}, []string{"pool"}),
+		Allowed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_budget_allowed",
+			Help: "How many more of the pool's nodes may be disrupted now for the reason, under the budgets in force."}, []string{"pool", "reason"}),
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_disruption_decisions_total",
+			Help: "Nodes chosen for replacement, by pool and reason."}, []string{"pool", "reason"}),
+		ProviderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_provider_create_errors_total",
+			Help: "Replacements the provider refused or that never joined, by pool and error code."}, []string{"pool", "code"}),
+		ReplacementSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_provider_replacement_ready_seconds",
+			Help:    "From asking the provider for a replacement machine to its node being Ready.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+	}
+	reg.MustRegister(m.Ready, m.Drifted, m.Allowed, m.Decisions, m.ProviderErrors, m.ReplacementSeconds)
+	return m
+}
+
+func (m *Metrics) observe(pool *v1alpha1.NodePool, st *v1alpha1.NodePoolStatus) {
+	if m == nil {
+		return
+	}
+	ready := 0.0
+	if meta.IsStatusConditionTrue(st.Conditions, ConditionReady) {
+		ready = 1
+	}
+	m.Ready.WithLabelValues(pool.Name).Set(ready)
+	m.Drifted.WithLabelValues(pool.Name).Set(float64(st.Drifted))
+	for _, a := range st.Allowed {
+		m.Allowed.WithLabelValues(pool.Name, string(a.Reason)).Set(float64(a.Nodes))
+	}
+}
+
+func (m *Metrics) decided(pool string, r v1alpha1.DisruptionReason) {
+	if m != nil {
+		m.Decisions.WithLabelValues(pool, string(r)).Inc()
+	}
+}
+
+func (m *Metrics) replaced(d time.Duration) {
+	if m != nil {
+		m.ReplacementSeconds.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) providerError(pool, code string) {
+	if m != nil {
+		m.ProviderErrors.WithLabelValues(pool, code).Inc()
+	}
+}
+
+func (m *Metrics) forget(pool string) {
+	if m == nil {
+		return
+	}
+	m.Ready.DeleteLabelValues(pool)
+	m.Drifted.DeleteLabelValues(pool)
+	m.Allowed.DeletePartialMatch(prometheus.Labels{"pool": pool})
+}
+
+// nextBudgetChange is when the pool's budgets in force next change.
+func nextBudgetChange(pool *v1alpha1.NodePool, now time.Time) (time.Time, bool) {
+	t, ok, err := budget.NextChange(pool.DisruptionSpec().BudgetsOrDefault(), now)
+	return t, ok && err == nil
+}
+

@@ -1,0 +1,377 @@
+package nodepool_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// Changing the template's image drifts every node; all are replaced,
+// replacement first, never more at once than the budget, and the workload's
+// PDB always holds.
+func TestDriftReplacesEveryNodeWithinTheBudget(t *testing.T) {
+	s := newScene(t, 10, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "30%"}} // 3 of 10
+	})
+	s.workload(t, 20, "16")
+	before := s.waitNodes(t, 10, time.Minute)
+	s.start(t)
+	a := s.audit(t)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	s.env.WaitFor(t, 5*time.Minute, "every node replaced", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		fresh := 0
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) {
+				return false, nil
+			}
+			if n.Annotations[v1alpha1.AnnotationImage] == "img-2" && ready(n) {
+				fresh++
+			}
+		}
+		return fresh == 10, nil
+	})
+	a.check(t, 3)
+	s.env.WaitForPods(t, "app=web", 20)
+	if p := s.pool(t); p.Status.Drifted != 0 {
+		t.Errorf("status.drifted = %d after the rollout, want 0", p.Status.Drifted)
+	}
+}
+
+// Nodes older than expireAfter are replaced, two at a time as the budget
+// says, until none of the first nodes is left.
+func TestExpiryTurnsThePoolOver(t *testing.T) {
+	s := newScene(t, 6, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.ExpireAfter = "1m"
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "2"}}
+	})
+	s.workload(t, 12, "10")
+	before := s.waitNodes(t, 6, time.Minute)
+	s.start(t)
+	a := s.audit(t)
+	s.env.WaitFor(t, 5*time.Minute, "the first nodes all gone", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	a.check(t, 2)
+	s.env.WaitForPods(t, "app=web", 12)
+}
+
+// `kubectl delete node` on a pool with a provider drains the node, deletes
+// its machine, then lets the Node go; on a pool without one, Kubernetes
+// deletes the node as before.
+func TestDeletingANodeDrainsItFirst(t *testing.T) {
+	s := newScene(t, 2, nil)
+	s.workload(t, 2, "1", fixture.GracePeriod(5), fixture.ExitsAfter(3))
+	s.start(t)
+	nodes := s.waitNodes(t, 2, time.Minute)
+	victim := nodes[0]
+	s.env.WaitFor(t, 30*time.Second, "the finalizer on "+victim, func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, n); err != nil {
+			return false, err
+		}
+		return slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination), nil
+	})
+	podsThere := s.podsOn(t, victim)
+	if len(podsThere) == 0 {
+		t.Fatalf("no pod on %s to drain; the test proves nothing", victim)
+	}
+	if err := s.env.Client.CoreV1().Nodes().Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// While it drains, the Node is still there, cordoned.
+	s.env.WaitFor(t, 30*time.Second, victim+" cordoned while it drains", func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, n); err != nil {
+			return false, err
+		}
+		return n.Spec.Unschedulable && n.DeletionTimestamp != nil, nil
+	})
+	s.env.WaitFor(t, 90*time.Second, victim+" gone", func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, n)
+		return client.IgnoreNotFound(err) == nil && err != nil, nil
+	})
+	// Its pods were evicted (they ran their grace on the way out) and run
+	// elsewhere; the machine is gone from the provider.
+	s.env.WaitForPods(t, "app=web", 2)
+	if left := s.podsOn(t, victim); len(left) != 0 {
+		t.Errorf("%d pods still bound to the deleted node", len(left))
+	}
+	if _, err := s.kwok.Get(context.Background(), victim); err == nil {
+		t.Errorf("machine %s still exists after its node was deleted", victim)
+	}
+	if !slices.ContainsFunc(s.nodeEvents(t, victim), func(r string) bool { return strings.HasPrefix(r, "Terminated") }) {
+		t.Errorf("no Terminated event on %s: %v", victim, s.nodeEvents(t, victim))
+	}
+
+	// A pool without a provider: no finalizer, Kubernetes deletes at once.
+	plain := s.env.CreateNodes(t, fixture.AKSPool(s.name+"-plain", 1, fixture.WithLabels(map[string]string{labelPool + "-plain": s.name})))[0]
+	none := &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: s.name + "-plain"}, Spec: v1alpha1.NodePoolSpec{
+		NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{labelPool + "-plain": s.name}}}}
+	if err := s.kube.Create(context.Background(), none); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.kube.Delete(context.Background(), none) })
+	s.holdsFor(t, 3*time.Second, "no finalizer on "+plain.Name, func(ctx context.Context) bool {
+		n := &corev1.Node{}
+		return s.kube.Get(ctx, client.ObjectKey{Name: plain.Name}, n) == nil && len(n.Finalizers) == 0
+	})
+	if err := s.env.Client.CoreV1().Nodes().Delete(context.Background(), plain.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.env.WaitFor(t, 10*time.Second, plain.Name+" gone at once", func(ctx context.Context) (bool, error) {
+		err := s.kube.Get(ctx, client.ObjectKey{Name: plain.Name}, &corev1.Node{})
+		return err != nil && client.IgnoreNotFound(err) == nil, nil
+	})
+}
+
+// A budget of zero nodes in a window open now holds the drift back; when the
+// window closes, the drift goes ahead.
+func TestBudgetWindowHoldsDriftUntilItCloses(t *testing.T) {
+	now := time.Now().UTC()
+	opened := now.Truncate(time.Minute)
+	// The window opened at the top of this minute and closes 40-100 s from now.
+	length := opened.Add(time.Minute).Sub(now) + 40*time.Second
+	minutes := time.Duration((length + time.Minute - 1) / time.Minute)
+	closes := opened.Add(minutes * time.Minute)
+	schedule := fmt.Sprintf("%d %d * * *", opened.Minute(), opened.Hour())
+	s := newScene(t, 2, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{
+			{Nodes: "1"},
+			{Nodes: "0", Schedule: &schedule, Duration: &metav1.Duration{Duration: minutes * time.Minute}, Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonDrifted}},
+		}
+	})
+	before := s.waitNodes(t, 2, time.Minute)
+	s.start(t)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	s.env.WaitFor(t, 30*time.Second, "the pool reports its drift and no room for it", func(ctx context.Context) (bool, error) {
+		p := s.pool(t)
+		return p.Status.Drifted == 2 && allowed(p, v1alpha1.ReasonDrifted) == 0 && p.Status.NextBudgetChange != nil, nil
+	})
+	if got := s.pool(t).Status.NextBudgetChange.Time; !got.Equal(closes) {
+		t.Errorf("status.nextBudgetChange = %s, want the window's close at %s", got, closes)
+	}
+	s.holdsFor(t, time.Until(closes)-2*time.Second, "no node disrupted while the window is open", func(ctx context.Context) bool {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return true
+		}
+		for _, n := range nodes {
+			if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil {
+				return false
+			}
+		}
+		return true
+	})
+	s.env.WaitFor(t, 2*time.Minute, "the drift done once the window closed", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		fresh := 0
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) {
+				return false, nil
+			}
+			if ready(n) {
+				fresh++
+			}
+		}
+		return fresh == 2, nil
+	})
+}
+
+// A provider that refuses to make the replacement: nothing is cordoned or
+// drained, the node stays in service, and the pool says why.
+func TestProviderRefusalDrainsNothing(t *testing.T) {
+	s := newScene(t, 2, nil)
+	s.workload(t, 2, "1")
+	before := s.waitNodes(t, 2, time.Minute)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Provider.Kwok.Failure = v1alpha1.KwokFailureInsufficientCapacity })
+	s.start(t)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	s.env.WaitFor(t, 30*time.Second, "ProviderReady=False on the pool", func(context.Context) (bool, error) {
+		c := meta.FindStatusCondition(s.pool(t).Status.Conditions, "ProviderReady")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "InsufficientCapacity", nil
+	})
+	s.holdsFor(t, 5*time.Second, "the old nodes stay in service", func(ctx context.Context) bool {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return true
+		}
+		for _, n := range nodes {
+			if n.Spec.Unschedulable || n.DeletionTimestamp != nil || !slices.Contains(before, n.Name) {
+				return false
+			}
+		}
+		return len(nodes) == 2
+	})
+	if !slices.ContainsFunc(s.poolEvents(t), func(e string) bool { return strings.HasPrefix(e, "ReplacementFailed") }) {
+		t.Errorf("no ReplacementFailed event on the pool: %v", s.poolEvents(t))
+	}
+	s.env.WaitForPods(t, "app=web", 2)
+}
+
+// A replacement that never becomes a node is given up after the
+// registration timeout: its machine is deleted and the old node stays.
+func TestReplacementThatNeverJoinsLeavesTheOldNode(t *testing.T) {
+	s := newScene(t, 1, nil)
+	before := s.waitNodes(t, 1, time.Minute)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Provider.Kwok.Failure = v1alpha1.KwokFailureNeverJoins })
+	s.start(t) // registration timeout 20 s
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	s.env.WaitFor(t, 60*time.Second, "ProviderReady=False, NodeNeverJoined", func(context.Context) (bool, error) {
+		c := meta.FindStatusCondition(s.pool(t).Status.Conditions, "ProviderReady")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "NodeNeverJoined", nil
+	})
+	n := &corev1.Node{}
+	if err := s.kube.Get(context.Background(), client.ObjectKey{Name: before[0]}, n); err != nil {
+		t.Fatalf("the old node: %v", err)
+	}
+	if n.Spec.Unschedulable || n.DeletionTimestamp != nil {
+		t.Errorf("the old node was taken out of service for a replacement that never came")
+	}
+	machines, err := s.kwok.List(context.Background(), s.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(machines) != 1 || machines[0].Name != before[0] {
+		names := []string{}
+		for _, m := range machines {
+			names = append(names, m.Name+"/"+string(m.State))
+		}
+		t.Errorf("machines after giving up: %v, want only %s", names, before[0])
+	}
+}
+
+// Do-not-disrupt on a pod (sluice's, Karpenter's, the autoscaler's) or a
+// node keeps that node from drift; the others are replaced.
+func TestDoNotDisruptKeepsNodesFromDrift(t *testing.T) {
+	s := newScene(t, 5, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "5"}}
+	})
+	nodes := s.waitNodes(t, 5, time.Minute)
+	protected := map[string]fixture.PodOption{
+		nodes[0]: fixture.Annotate(v1alpha1.AnnotationDoNotDisrupt, "true"),
+		nodes[1]: fixture.Annotate("karpenter.sh/do-not-disrupt", "true"),
+		nodes[2]: fixture.Annotate("cluster-autoscaler.kubernetes.io/safe-to-evict", "false"),
+	}
+	for node, opt := range protected {
+		s.env.Create(t, fixture.Pod(s.env.Namespace, "keep-"+node, fixture.OnNode(node), opt))
+	}
+	s.annotateNode(t, nodes[3], v1alpha1.AnnotationDoNotDisrupt, "true")
+	s.start(t)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	s.env.WaitFor(t, 2*time.Minute, nodes[4]+" replaced", func(ctx context.Context) (bool, error) {
+		err := s.kube.Get(ctx, client.ObjectKey{Name: nodes[4]}, &corev1.Node{})
+		return err != nil && client.IgnoreNotFound(err) == nil, nil
+	})
+	s.holdsFor(t, 5*time.Second, "the protected nodes untouched", func(ctx context.Context) bool {
+		for _, name := range nodes[:4] {
+			n := &corev1.Node{}
+			if err := s.kube.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+				return false
+			}
+			if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if d := s.pool(t).Status.Drifted; d != 4 {
+		t.Errorf("status.drifted = %d, want the 4 protected nodes", d)
+	}
+}
+
+func allowed(p *v1alpha1.NodePool, r v1alpha1.DisruptionReason) int32 {
+	for _, a := range p.Status.Allowed {
+		if a.Reason == r {
+			return a.Nodes
+		}
+	}
+	return -1
+}
+
+func (s *scene) podsOn(t *testing.T, node string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := s.kube.List(context.Background(), &pods, client.InNamespace(s.env.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (s *scene) annotateNode(t *testing.T, node, key, value string) {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := s.kube.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	orig := n.DeepCopy()
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[key] = value
+	if err := s.kube.Patch(context.Background(), n, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeEvents lists "Reason: message" of the Events on a node.
+func (s *scene) nodeEvents(t *testing.T, node string) []string {
+	t.Helper()
+	list, err := s.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node {
+			out = append(out, e.Reason+": "+e.Message)
+		}
+	}
+	return out
+}
+
+// holdsFor asserts that cond holds at every look for the whole window.
+func (s *scene) holdsFor(t *testing.T, window time.Duration, what string, cond func(context.Context) bool) {
+	t.Helper()
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if !cond(context.Background()) {
+			t.Fatalf("%s: it did not hold", what)
+		}
+	}
+}
+
+var _ = ptr.To[int]

@@ -1,0 +1,272 @@
+package nodepool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// launchingRecheck is how often a pool with a replacement on its way looks
+// again, beside the node events that wake it.
+const launchingRecheck = 5 * time.Second
+
+// replace moves the pool's replacements along and starts new ones within the
+// budgets. It returns how long until it wants to look again.
+func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *view, now time.Time) (time.Duration, error) {
+	if !pool.Spec.Provider.Manages() || !c.machines.Serves(pool.Spec.Provider.Name) {
+		c.report(pool, v)
+		return 0, nil
+	}
+	var wait time.Duration
+	var errs []error
+	launching := 0
+	for _, n := range v.nodes {
+		rec, err := disruption.RecordOf(n)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if rec == nil || rec.Phase != disruption.PhaseLaunching || !n.DeletionTimestamp.IsZero() {
+			continue
+		}
+		launching++
+		if err := c.advance(ctx, pool, n, rec, now); err != nil {
+			errs = append(errs, err)
+		}
+		wait = launchingRecheck
+	}
+	if why := pausedBy(pool); why != "" {
+		return wait, errors.Join(errs...)
+	}
+	if w, refused := c.backingOff(pool.Name, now); refused {
+		return sooner(wait, w), errors.Join(errs...)
+	}
+	disrupting := v.disrupting
+	budgets := pool.DisruptionSpec().BudgetsOrDefault()
+	for _, cand := range v.candidates {
+		n := cand.Node
+		if rec, err := disruption.RecordOf(n); rec != nil || err != nil || !n.DeletionTimestamp.IsZero() {
+			continue
+		}
+		pods, err := v.podsOn(n.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if p := disruption.Protected(pool, n, pods, now); p != nil {
+			if !p.Until.IsZero() {
+				wait = sooner(wait, p.Until.Sub(now)+time.Second)
+			}
+			continue
+		}
+		a, err := budget.Allowed(budgets, len(v.nodes), disrupting, cand.Reason, now)
+		if err != nil {
+			return wait, err
+		}
+		if a.Nodes < 1 {
+			continue // another reason may still have room
+		}
+		if l := pool.Spec.Limits; l != nil && l.Nodes != nil && len(v.nodes)+launching >= int(*l.Nodes) {
+			c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf(
+				"sluice: %s nodes wait to be replaced: the pool has %d nodes and %d replacements on their way, and spec.limits.nodes is %d (replacing a node makes its replacement first)",
+				cand.Reason, len(v.nodes), launching, *l.Nodes))
+			break
+		}
+		if err := c.choose(ctx, pool, cand, now); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		disrupting++
+		launching++
+		wait = launchingRecheck
+	}
+	return wait, errors.Join(errs...)
+}
+
+// choose marks the candidate as disrupted (it counts against the budget from
+// now on) and asks the provider for its replacement.
+func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand disruption.Candidate, now time.Time) error {
+	n := cand.Node
+	why := describe(cand)
+	if c.opts.DryRun {
+		c.event(n, corev1.EventTypeNormal, "WouldReplace", "sluice (dry run): would replace the node: "+why)
+		c.opts.Log.Info("dry run: would replace node", "node", n.Name, "nodepool", pool.Name, "reason", cand.Reason, "why", why)
+		return nil
+	}
+	rec := disruption.Record{Reason: cand.Reason, Phase: disruption.PhaseLaunching, Since: now, Message: why}
+	if err := c.setRecord(ctx, n, &rec); err != nil {
+		return err
+	}
+	c.opts.Metrics.decided(pool.Name, cand.Reason)
+	c.event(n, corev1.EventTypeNormal, "Replacing", "sluice: replacing the node, replacement first: "+why)
+	c.opts.Log.Info("replacing node", "node", n.Name, "nodepool", pool.Name, "reason", cand.Reason, "why", why)
+	return c.launch(ctx, pool, n, rec, now)
+}
+
+// launch asks the provider for the node's replacement and names it on the
+// node's record. A refusal gives the node back to service at once.
+func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec disruption.Record, now time.Time) error {
+	m, err := c.machines.CreateMachine(ctx, pool)
+	if err != nil {
+		c.refused(pool.Name, err, now)
+		return c.abandon(ctx, pool, n, "the provider refused its replacement: "+err.Error())
+	}
+	c.recovered(pool.Name)
+	rec.Replacement = m.Name
+	at := now
+	rec.LaunchedAt = &at
+	c.opts.Log.Info("replacement launched", "node", n.Name, "replacement", m.Name, "nodepool", pool.Name, "instanceType", m.InstanceType)
+	return c.setRecord(ctx, n, &rec)
+}
+
+// advance moves a node whose replacement is on its way: once the replacement
+// is a Ready node, the old node is deleted (and drained by the termination
+// finalizer); a replacement that failed or never joined is given up.
+func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
+	if c.opts.DryRun {
+		return nil
+	}
+	if rec.Replacement == "" {
+		// Chosen, but the controller stopped before the provider answered.
+		return c.launch(ctx, pool, n, *rec, now)
+	}
+	repl := &corev1.Node{}
+	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err == nil && readyOf(repl) {
+		if rec.LaunchedAt != nil {
+			c.opts.Metrics.replaced(now.Sub(*rec.LaunchedAt))
+		}
+		c.event(n, corev1.EventTypeNormal, "Replaced", fmt.Sprintf("sluice: replacement %s is Ready; deleting this node (drained first)", rec.Replacement))
+		uid := n.UID
+		if err := c.kube.Delete(ctx, n, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting replaced node %s: %w", n.Name, err)
+		}
+		return nil
+	}
+	m, gerr := c.machines.GetMachine(ctx, pool, rec.Replacement)
+	switch {
+	case provider.IsNotFound(gerr):
+		return c.abandon(ctx, pool, n, fmt.Sprintf("its replacement %s is gone from the provider", rec.Replacement))
+	case gerr != nil:
+		return gerr
+	case m.State == provider.StateFailed:
+		c.refused(pool.Name, errors.New(m.Message), now)
+		_ = c.machines.DeleteMachine(ctx, pool, rec.Replacement)
+		return c.abandon(ctx, pool, n, fmt.Sprintf("its replacement %s failed: %s", rec.Replacement, m.Message))
+	case rec.LaunchedAt != nil && now.Sub(*rec.LaunchedAt) > c.opts.RegistrationTimeout:
+		msg := fmt.Sprintf("its replacement %s did not become a Ready node within %s", rec.Replacement, c.opts.RegistrationTimeout)
+		c.refused(pool.Name, &provider.Error{Code: "NodeNeverJoined", Message: msg, Retryable: true}, now)
+		if err := c.machines.DeleteMachine(ctx, pool, rec.Replacement); err != nil {
+			return fmt.Errorf("deleting replacement %s that never joined: %w", rec.Replacement, err)
+		}
+		return c.abandon(ctx, pool, n, msg)
+	}
+	return nil
+}
+
+// abandon gives the node back to service: its record goes, and it no longer
+// counts against the budget. It was never cordoned, so nothing else changes.
+func (c *Controller) abandon(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, why string) error {
+	c.event(n, corev1.EventTypeWarning, "ReplacementFailed", "sluice: the node stays in service: "+why)
+	c.event(pool, corev1.EventTypeWarning, "ReplacementFailed", fmt.Sprintf("sluice: node %s stays in service: %s", n.Name, why))
+	c.opts.Log.Error("replacement given up; the node stays in service", "node", n.Name, "nodepool", pool.Name, "why", why)
+	return c.setRecord(ctx, n, nil)
+}
+
+// setRecord writes (or, with nil, removes) the node's record with an
+// optimistic lock, so two writers never both think they chose the node.
+func (c *Controller) setRecord(ctx context.Context, n *corev1.Node, rec *disruption.Record) error {
+	orig := n.DeepCopy()
+	if rec == nil {
+		delete(n.Annotations, v1alpha1.AnnotationDisruption)
+	} else {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[v1alpha1.AnnotationDisruption] = rec.String()
+	}
+	if err := c.kube.Patch(ctx, n, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice")); err != nil {
+		return fmt.Errorf("recording the disruption of node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// report tells, for a pool whose machines sluice does not manage, which
+// nodes it would replace; the Event recorder's correlator keeps that to a
+// handful of Events per node.
+func (c *Controller) report(pool *v1alpha1.NodePool, v *view) {
+	for _, cand := range v.candidates {
+		c.event(cand.Node, corev1.EventTypeNormal, "Would"+string(cand.Reason),
+			fmt.Sprintf("sluice: node pool %s has no provider sluice runs, so the node is not replaced: %s", pool.Name, describe(cand)))
+	}
+}
+
+// pausedBy says why the pool's voluntary disruption is off, "" when it is on.
+func pausedBy(pool *v1alpha1.NodePool) string {
+	switch {
+	case pool.DisruptionSpec().IsPaused():
+		return "spec.disruption.paused"
+	case pool.Annotations[v1alpha1.AnnotationDoNotDisrupt] == "true":
+		return v1alpha1.AnnotationDoNotDisrupt
+	}
+	return ""
+}
+
+// describe says why a candidate is one.
+func describe(cand disruption.Candidate) string {
+	if cand.Reason == v1alpha1.ReasonExpired {
+		return "expired at " + cand.ExpiredAt.UTC().Format(time.RFC3339) + " (spec.disruption.expireAfter)"
+	}
+	parts := make([]string, len(cand.Differences))
+	for i, d := range cand.Differences {
+		parts[i] = d.String()
+	}
+	return "drifted from the pool's template: " + strings.Join(parts, "; ")
+}
+
+// refused remembers a provider refusal; the pool asks again after a backoff
+// that doubles from 10 s to 5 m.
+func (c *Controller) refused(pool string, err error, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.failing[pool]
+	f.backoff = min(max(2*f.backoff, 10*time.Second), 5*time.Minute)
+	f.retryAt = now.Add(f.backoff)
+	f.reason, f.message = "CreateFailed", err.Error()
+	if pe, ok := provider.AsError(err); ok {
+		f.reason = pe.Code
+	}
+	c.failing[pool] = f
+	c.opts.Metrics.providerError(pool, f.reason)
+}
+
+func (c *Controller) recovered(pool string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.failing, pool)
+}
+
+// backingOff says whether the pool waits before asking its provider again.
+func (c *Controller) backingOff(pool string, now time.Time) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.failing[pool]
+	if !ok || !now.Before(f.retryAt) {
+		return 0, false
+	}
+	return f.retryAt.Sub(now), true
+}

@@ -1,0 +1,65 @@
+package disruption
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// Phase is where a node's replacement stands.
+type Phase string
+
+// Phases of a disrupted node (docs/design/pools.md).
+const (
+	// PhaseLaunching: the node counts against its pool's budget; its
+	// replacement is being made (Replacement names it once the provider
+	// accepted it).
+	PhaseLaunching Phase = "Launching"
+	// PhaseTerminating: the node is being deleted: drained under its pods'
+	// budgets, then its machine deleted.
+	PhaseTerminating Phase = "Terminating"
+)
+
+// ReasonDeleted is the record's reason for a node someone deleted: budgets
+// that name no reasons limit it.
+const ReasonDeleted v1alpha1.DisruptionReason = "Deleted"
+
+// Record is the disruption controller's note on a node it is taking away,
+// kept in the node's v1alpha1.AnnotationDisruption so that a restarted or
+// new leader resumes where the last one stopped.
+type Record struct {
+	Reason      v1alpha1.DisruptionReason `json:"reason"`
+	Phase       Phase                     `json:"phase"`
+	Since       time.Time                 `json:"since"`
+	Replacement string                    `json:"replacement,omitempty"`
+	// LaunchedAt is when the provider accepted the replacement.
+	LaunchedAt *time.Time `json:"launchedAt,omitempty"`
+	Message    string     `json:"message,omitempty"`
+}
+
+// RecordOf reads the node's record; nil when it has none. An unreadable
+// record is an error: the caller leaves such a node alone and says so.
+func RecordOf(node *corev1.Node) (*Record, error) {
+	raw, ok := node.Annotations[v1alpha1.AnnotationDisruption]
+	if !ok {
+		return nil, nil
+	}
+	var r Record
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return nil, fmt.Errorf("reading %s on node %s: %w", v1alpha1.AnnotationDisruption, node.Name, err)
+	}
+	return &r, nil
+}
+
+// String is the record as the annotation holds it.
+func (r Record) String() string {
+	b, err := json.Marshal(r)
+	if err != nil { // a struct of strings and times always marshals
+		panic(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,70 @@
+package nodepool
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// Reasons a pool cannot be applied, as its Ready condition gives them.
+const (
+	ReasonInvalidNodeSelector = "InvalidNodeSelector"
+	ReasonInvalidBudget       = "InvalidBudget"
+	ReasonTemplateNotSelected = "TemplateNotSelected"
+	ReasonLimitsBelowSize     = "LimitsBelowSize"
+)
+
+// Problem is why a pool cannot be applied: the pool is then left alone (its
+// nodes get the default maintenance policy if its selector is the problem;
+// nothing is disrupted voluntarily otherwise) while other pools carry on.
+type Problem struct {
+	Reason  string
+	Message string
+}
+
+func (p *Problem) Error() string { return p.Message }
+
+// Validate judges what the API server cannot check in a pool: its selector
+// parses, its budgets' schedules and time zones work, the nodes its provider
+// would make from the template belong to it, and its limits leave room for
+// the nodes it has. nodes is how many nodes the pool selects now. Nil means
+// the pool can be applied.
+func Validate(pool *v1alpha1.NodePool, nodes int) *Problem {
+	if err := selectorError(pool); err != nil {
+		return &Problem{Reason: ReasonInvalidNodeSelector, Message: err.Error() + "; its nodes get the default maintenance policy until it is fixed"}
+	}
+	if d := pool.Spec.Disruption; d != nil {
+		if err := budget.Validate(d.Budgets); err != nil {
+			return &Problem{Reason: ReasonInvalidBudget, Message: fmt.Sprintf("node pool %s: %v; no node of the pool is disrupted of sluice's own accord until it is fixed", pool.Name, err)}
+		}
+	}
+	if t := pool.Spec.Template; t != nil && pool.Spec.Provider.Manages() {
+		sel, _ := metav1.LabelSelectorAsSelector(&pool.Spec.NodeSelector) // parsed above
+		if !sel.Matches(labels.Set(t.Labels)) {
+			return &Problem{Reason: ReasonTemplateNotSelected, Message: fmt.Sprintf(
+				"node pool %s: the nodes its provider would make from spec.template (labels %v) do not match its spec.nodeSelector, so they would belong to no pool; add the selector's labels to spec.template.labels", pool.Name, t.Labels)}
+		}
+	}
+	if l := pool.Spec.Limits; l != nil && l.Nodes != nil && int(*l.Nodes) < nodes {
+		return &Problem{Reason: ReasonLimitsBelowSize, Message: fmt.Sprintf(
+			"node pool %s: spec.limits.nodes is %d but the pool has %d nodes; raise the limit (or remove nodes): sluice replaces nothing in the pool until then", pool.Name, *l.Nodes, nodes)}
+	}
+	return nil
+}
+
+// selectorError checks the pool's selector on its own (For only reports it
+// while matching nodes, and a cluster may have none).
+func selectorError(pool *v1alpha1.NodePool) *SelectorError {
+	_, err := For(&corev1.Node{}, []v1alpha1.NodePool{*pool})
+	var selErr *SelectorError
+	if errors.As(err, &selErr) {
+		return selErr
+	}
+	return nil
+}
