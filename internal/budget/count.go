@@ -1,0 +1,60 @@
+package budget
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// AnnotationDisruption marks a node the disruption controller is taking away;
+// it is written before the replacement is created, so the node counts against
+// its pool's budgets from that moment until it is gone.
+const AnnotationDisruption = "sluice.dev/disruption"
+
+// Disrupting says whether the node counts against its pool's budgets at now,
+// being out of service for any reason, and why in a few words: being
+// deleted, marked for disruption, held by a drain, cordoned by anyone, or not
+// Ready. It reads only the node, so every reader counts the same.
+func Disrupting(node *corev1.Node, now time.Time) (why string, counts bool) {
+	if node == nil {
+		return "", false
+	}
+	if node.DeletionTimestamp != nil {
+		return "being deleted", true
+	}
+	if _, ok := node.Annotations[AnnotationDisruption]; ok {
+		return "marked for disruption", true
+	}
+	if holder, _, ok := drain.LiveClaim(node, now); ok {
+		if holder == "" {
+			return "being drained", true
+		}
+		return "being drained by " + holder, true
+	}
+	if node.Spec.Unschedulable {
+		return "cordoned", true
+	}
+	switch status := readiness(node); status {
+	case corev1.ConditionTrue:
+		return "", false
+	case corev1.ConditionFalse:
+		return "NotReady", true
+	case "":
+		return "no Ready condition", true
+	default:
+		return "Ready " + string(status), true
+	}
+}
+
+// readiness is the status of the node's Ready condition, empty when it has
+// none.
+func readiness(node *corev1.Node) corev1.ConditionStatus {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
