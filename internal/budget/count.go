@@ -5,13 +5,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
 // AnnotationDisruption marks a node the disruption controller is taking away;
 // it is written before the replacement is created, so the node counts against
 // its pool's budgets from that moment until it is gone.
-const AnnotationDisruption = "sluice.dev/disruption"
+const AnnotationDisruption = v1alpha1.AnnotationDisruption
 
 // Disrupting says whether the node counts against its pool's budgets at now,
 // being out of service for any reason, and why in a few words: being
@@ -57,4 +58,20 @@ func readiness(node *corev1.Node) corev1.ConditionStatus {
 		}
 	}
 	return ""
+}
+
+// Count is how many of a pool's nodes count against its budgets at now. A
+// replacement on its way (a node named by another's record, not yet Ready)
+// does not: the node it replaces already counts for both.
+func Count(nodes []*corev1.Node, replacements map[string]bool, now time.Time) int {
+	n := 0
+	for _, node := range nodes {
+		if replacements[node.Name] && node.DeletionTimestamp == nil && !node.Spec.Unschedulable {
+			continue
+		}
+		if _, counts := Disrupting(node, now); counts {
+			n++
+		}
+	}
+	return n
 }

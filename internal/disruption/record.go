@@ -63,3 +63,15 @@ func (r Record) String() string {
 	}
 	return string(b)
 }
+
+// Replacements names the nodes that are on their way to replace others of
+// nodes, from the records of the nodes they replace.
+func Replacements(nodes []*corev1.Node) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range nodes {
+		if r, err := RecordOf(n); err == nil && r != nil && r.Replacement != "" && r.Phase == PhaseLaunching {
+			out[r.Replacement] = true
+		}
+	}
+	return out
+}

@@ -258,13 +258,14 @@ func (c *Controller) room(ctx context.Context, node *corev1.Node, pool *v1alpha1
 	if err := c.kube.List(ctx, &list); err != nil {
 		return 0, false, fmt.Errorf("listing nodes: %w", err)
 	}
-	total, disrupting, olderWaiting := 0, 0, false
+	var members, counted []*corev1.Node
+	olderWaiting := false
 	for i := range list.Items {
 		n := &list.Items[i]
 		if owner, _ := pools.For(n, all); owner == nil || owner.Name != pool.Name {
 			continue
 		}
-		total++
+		members = append(members, n)
 		if waitingDeletion(n) {
 			if n.Name != node.Name && (n.DeletionTimestamp.Before(node.DeletionTimestamp) ||
 				n.DeletionTimestamp.Equal(node.DeletionTimestamp) && n.Name < node.Name) {
@@ -272,11 +273,10 @@ func (c *Controller) room(ctx context.Context, node *corev1.Node, pool *v1alpha1
 			}
 			continue
 		}
-		if _, counts := budget.Disrupting(n, now); counts {
-			disrupting++
-		}
+		counted = append(counted, n)
 	}
-	a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), total, disrupting, "", now)
+	disrupting := budget.Count(counted, disruption.Replacements(members), now)
+	a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), len(members), disrupting, "", now)
 	if err != nil {
 		return 0, false, err
 	}

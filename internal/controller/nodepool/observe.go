@@ -41,13 +41,11 @@ func observe(pool *v1alpha1.NodePool, nodes []*corev1.Node, podsOn func(string) 
 				v.resources[r] = sum
 			}
 		}
-		if _, counts := budget.Disrupting(n, now); counts {
-			v.disrupting++
-		}
 		if at, expired, ok := disruption.Expiry(n, pool.DisruptionSpec(), now); ok && !expired && n.DeletionTimestamp.IsZero() {
 			v.nextChange = sooner(v.nextChange, at.Sub(now))
 		}
 	}
+	v.disrupting = budget.Count(nodes, disruption.Replacements(nodes), now)
 	v.candidates = disruption.Candidates(pool, nodes, provider.TemplateHash(pool.Spec.Template), now)
 	for _, c := range v.candidates {
 		switch c.Reason {
