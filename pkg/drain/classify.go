@@ -58,9 +58,12 @@ type Classification struct {
 // Annotations by which pods opt out of voluntary disruption. sluice honours
 // the ecosystem's as well as its own.
 const (
-	AnnotationDoNotDisrupt          = "sluice.dev/do-not-disrupt"
-	annotationKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
-	annotationSafeToEvict           = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	// AnnotationDoNotDisrupt "true" holds the pod.
+	AnnotationDoNotDisrupt = "sluice.dev/do-not-disrupt"
+	// AnnotationKarpenterDoNotDisrupt "true" is Karpenter's spelling of the same.
+	AnnotationKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+	// AnnotationSafeToEvict "false" is the cluster autoscaler's.
+	AnnotationSafeToEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 )
 
 // Classify decides what a drain run with opts does with pod, before any
@@ -192,10 +195,10 @@ func (f filters) doNotDisrupt(pod *corev1.Pod) (Classification, bool) {
 	switch {
 	case pod.Annotations[AnnotationDoNotDisrupt] == "true":
 		why = AnnotationDoNotDisrupt + "=true"
-	case pod.Annotations[annotationKarpenterDoNotDisrupt] == "true":
-		why = annotationKarpenterDoNotDisrupt + "=true"
-	case pod.Annotations[annotationSafeToEvict] == "false":
-		why = annotationSafeToEvict + "=false"
+	case pod.Annotations[AnnotationKarpenterDoNotDisrupt] == "true":
+		why = AnnotationKarpenterDoNotDisrupt + "=true"
+	case pod.Annotations[AnnotationSafeToEvict] == "false":
+		why = AnnotationSafeToEvict + "=false"
 	default:
 		return Classification{}, false
 	}

@@ -1,0 +1,180 @@
+package disruption
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// Difference is one way a node differs from its pool's template.
+type Difference struct {
+	// Field is what differs: labels[key], taints[key=value:Effect],
+	// instanceType, image, capacity or kubelet.
+	Field string
+	// Want is what the template asks for, Got what the node has ("" when it
+	// has none).
+	Want, Got string
+}
+
+// String reads as a line of kubectl describe: "image: want X, node has Y".
+func (d Difference) String() string {
+	want, got := d.Want, d.Got
+	if want == "" {
+		want = `""`
+	}
+	if got == "" {
+		got = "none"
+	}
+	return fmt.Sprintf("%s: want %s, node has %s", d.Field, want, got)
+}
+
+// Cloud labels drift reads on nodes sluice did not make.
+const (
+	labelAKSNodeImage    = "kubernetes.azure.com/node-image-version"
+	labelEKSNodeImage    = "eks.amazonaws.com/nodegroup-image"
+	labelKarpenterCapTy  = "karpenter.sh/capacity-type"
+	labelAKSPriority     = "kubernetes.azure.com/scalesetpriority"
+	labelEKSCapacityType = "eks.amazonaws.com/capacityType"
+)
+
+// Drift compares node with its pool's template t and returns every
+// difference, sorted by Field; nil when the node is what t describes, or t is
+// nil. hash is the template's hash of what cannot be read from a Node
+// (kubelet settings), computed by the caller; "" skips that comparison.
+//
+// Drift only reports what it can see: a node that does not say its instance
+// type, image or capacity type has not drifted in that respect. Taints on the
+// node that the template does not name never count (startup, cordon and
+// maintenance taints come and go), and neither do template taints on keys
+// that Kubernetes or sluice manage (node.kubernetes.io/, sluice.dev/), nor
+// the template's startupTaints.
+func Drift(node *corev1.Node, t *v1alpha1.NodeTemplate, hash string) []Difference {
+	if node == nil || t == nil {
+		return nil
+	}
+	var diffs []Difference
+	for _, check := range []func(*corev1.Node, *v1alpha1.NodeTemplate) []Difference{
+		labelDrift, taintDrift, instanceTypeDrift, imageDrift, capacityDrift,
+	} {
+		diffs = append(diffs, check(node, t)...)
+	}
+	diffs = append(diffs, kubeletDrift(node, hash)...)
+	slices.SortStableFunc(diffs, func(a, b Difference) int {
+		return cmp.Or(strings.Compare(a.Field, b.Field), strings.Compare(a.Want, b.Want))
+	})
+	return diffs
+}
+
+func labelDrift(node *corev1.Node, t *v1alpha1.NodeTemplate) []Difference {
+	var diffs []Difference
+	for key, want := range t.Labels {
+		got, ok := node.Labels[key]
+		if ok && got == want {
+			continue
+		}
+		diffs = append(diffs, Difference{Field: "labels[" + key + "]", Want: want, Got: got})
+	}
+	return diffs
+}
+
+func taintDrift(node *corev1.Node, t *v1alpha1.NodeTemplate) []Difference {
+	var diffs []Difference
+	for _, want := range t.Taints {
+		if managedTaint(want.Key) || slices.ContainsFunc(t.StartupTaints, func(s corev1.Taint) bool { return s.MatchTaint(&want) }) {
+			// A taint listed as a startup taint too is expected to go away.
+			continue
+		}
+		if slices.ContainsFunc(node.Spec.Taints, func(got corev1.Taint) bool {
+			return got.Key == want.Key && got.Value == want.Value && got.Effect == want.Effect
+		}) {
+			continue
+		}
+		var same []string
+		for _, got := range node.Spec.Taints {
+			if got.Key == want.Key {
+				same = append(same, got.ToString())
+			}
+		}
+		diffs = append(diffs, Difference{Field: "taints[" + want.ToString() + "]", Want: want.ToString(), Got: strings.Join(same, ", ")})
+	}
+	return diffs
+}
+
+// managedTaint says whether Kubernetes or sluice put taints with key on a
+// node and take them off again, so the template cannot promise them.
+func managedTaint(key string) bool {
+	return strings.HasPrefix(key, "node.kubernetes.io/") || strings.HasPrefix(key, "sluice.dev/")
+}
+
+func instanceTypeDrift(node *corev1.Node, t *v1alpha1.NodeTemplate) []Difference {
+	got := node.Labels[corev1.LabelInstanceTypeStable]
+	if len(t.InstanceTypes) == 0 || got == "" || slices.Contains(t.InstanceTypes, got) {
+		return nil
+	}
+	return []Difference{{Field: "instanceType", Want: strings.Join(t.InstanceTypes, " or "), Got: got}}
+}
+
+func imageDrift(node *corev1.Node, t *v1alpha1.NodeTemplate) []Difference {
+	got := nodeImage(node)
+	if t.Image == "" || got == "" || got == t.Image {
+		return nil
+	}
+	return []Difference{{Field: "image", Want: t.Image, Got: got}}
+}
+
+// nodeImage is the image the node runs, "" when it does not say: the
+// provider's annotation on nodes sluice made, else the cloud's label.
+func nodeImage(node *corev1.Node) string {
+	if v := node.Annotations[AnnotationImage]; v != "" {
+		return v
+	}
+	return cmp.Or(node.Labels[labelAKSNodeImage], node.Labels[labelEKSNodeImage])
+}
+
+func capacityDrift(node *corev1.Node, t *v1alpha1.NodeTemplate) []Difference {
+	got := nodeCapacity(node)
+	if t.Capacity == "" || got == "" || got == t.Capacity {
+		return nil
+	}
+	return []Difference{{Field: "capacity", Want: string(t.Capacity), Got: string(got)}}
+}
+
+// nodeCapacity is how the node's machine was bought, "" when no label says
+// so in words sluice knows (Karpenter's reserved, EKS's CAPACITY_BLOCK).
+func nodeCapacity(node *corev1.Node) v1alpha1.CapacityType {
+	l := node.Labels
+	for _, key := range []string{LabelCapacityType, labelKarpenterCapTy} {
+		switch v := v1alpha1.CapacityType(l[key]); v {
+		case v1alpha1.CapacitySpot, v1alpha1.CapacityOnDemand:
+			return v
+		}
+	}
+	if v, ok := l[labelAKSPriority]; ok {
+		if v == "spot" {
+			return v1alpha1.CapacitySpot
+		}
+		return v1alpha1.CapacityOnDemand // AKS calls it regular.
+	}
+	switch l[labelEKSCapacityType] {
+	case "SPOT":
+		return v1alpha1.CapacitySpot
+	case "ON_DEMAND":
+		return v1alpha1.CapacityOnDemand
+	}
+	return ""
+}
+
+// kubeletDrift compares the hash the provider stamped on the node with the
+// template's; a node sluice did not make carries none and cannot drift here.
+func kubeletDrift(node *corev1.Node, hash string) []Difference {
+	got := node.Annotations[AnnotationTemplateHash]
+	if hash == "" || got == "" || got == hash {
+		return nil
+	}
+	return []Difference{{Field: "kubelet", Want: hash, Got: got}}
+}
