@@ -11,17 +11,13 @@
 // protected node is still drained when the cloud takes it.
 package disruption
 
-// The cluster contract this package reads. The provider writes the same
-// names; they move to one shared file once both exist.
+import "github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+
+// The cluster contract this package reads, as the providers write it
+// (pkg/apis/v1alpha1 holds every such name).
 const (
-	// LabelNodePool names the pool a node was made for.
-	LabelNodePool = "sluice.dev/nodepool"
-	// AnnotationImage is the image the provider made the node from.
-	AnnotationImage = "sluice.dev/image"
-	// AnnotationTemplateHash is the hash of the template settings that cannot
-	// be read back from a Node (kubelet's), as the provider made the node.
-	AnnotationTemplateHash = "sluice.dev/template-hash"
-	// LabelCapacityType is how the provider bought the machine: spot or
-	// on-demand, spelled as v1alpha1.CapacityType.
-	LabelCapacityType = "sluice.dev/capacity-type"
+	LabelNodePool          = v1alpha1.LabelNodePool
+	AnnotationImage        = v1alpha1.AnnotationImage
+	AnnotationTemplateHash = v1alpha1.AnnotationTemplateHash
+	LabelCapacityType      = v1alpha1.LabelCapacityType
 )
