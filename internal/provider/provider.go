@@ -80,6 +80,7 @@ const (
 	CodeInvalidTemplate = "InvalidTemplate"
 )
 
+// Error says the code and the cloud's message.
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // AsError returns the cloud's refusal within err, if there is one.
