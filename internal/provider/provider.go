@@ -1,0 +1,112 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// Provider makes and removes the machines of pools. Implementations are safe
+// for concurrent use.
+type Provider interface {
+	// Create asks for a new machine for the pool's template; it returns once
+	// the cloud accepted it (State Launching); the Node registers later. A
+	// refusal is an *Error.
+	Create(ctx context.Context, pool *v1alpha1.NodePool) (*Machine, error)
+	// Delete removes the machine (idempotent: an unknown machine is no
+	// error).
+	Delete(ctx context.Context, name string) error
+	// Get returns the machine, or an error for which IsNotFound is true.
+	Get(ctx context.Context, name string) (*Machine, error)
+	// List returns the pool's machines.
+	List(ctx context.Context, pool string) ([]*Machine, error)
+}
+
+// State is where a machine is in its life.
+type State string
+
+// Machine states.
+const (
+	// StateLaunching: the cloud accepted the machine; its Node has not
+	// registered yet.
+	StateLaunching State = "Launching"
+	// StateRunning: the machine's Node registered (it may not be Ready yet).
+	StateRunning State = "Running"
+	// StateFailed: the machine will never register; Message says why. It
+	// stays until it is deleted, as a failed VM does.
+	StateFailed State = "Failed"
+	// StateDeleting: the machine is being deleted.
+	StateDeleting State = "Deleting"
+)
+
+// Machine is one machine a provider made.
+type Machine struct {
+	// Name is also the name of the machine's Node.
+	Name         string
+	Pool         string
+	ProviderID   string // as on the Node's spec.providerID, e.g. kwok://<name>
+	InstanceType string
+	Capacity     v1alpha1.CapacityType
+	Zone         string
+	Image        string
+	Created      time.Time
+	State        State
+	// Message says why the machine failed.
+	Message string
+}
+
+// Error is a cloud's refusal of a request.
+type Error struct {
+	// Code is what went wrong, one of the Code constants.
+	Code string
+	// Message is the cloud's own explanation, for people.
+	Message string
+	// Retryable says whether trying again later may work.
+	Retryable bool
+}
+
+// Error codes.
+const (
+	// CodeInsufficientCapacity: the cloud has no machines of the type (in
+	// the zone) now; it may later.
+	CodeInsufficientCapacity = "InsufficientCapacity"
+	// CodeQuotaExceeded: the account's quota would be exceeded; only a
+	// person raising the quota helps.
+	CodeQuotaExceeded = "QuotaExceeded"
+	// CodeInvalidTemplate: the template asks for something the cloud does
+	// not have (an unknown instance type, say); only changing it helps.
+	CodeInvalidTemplate = "InvalidTemplate"
+)
+
+// Error says the code and the cloud's message.
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// AsError returns the cloud's refusal within err, if there is one.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return nil, false
+}
+
+// ErrNotFound is what Get wraps when the provider has no such machine.
+var ErrNotFound = errors.New("machine not found")
+
+// IsNotFound says whether err means the provider has no such machine.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// Set holds the providers a controller can use, by name.
+type Set map[v1alpha1.ProviderName]Provider
+
+// For returns the provider that makes the pool's machines, and false when
+// the pool has none (no pool, provider none, or one the set lacks).
+func (s Set) For(pool *v1alpha1.NodePool) (Provider, bool) {
+	if pool == nil || !pool.Spec.Provider.Manages() {
+		return nil, false
+	}
+	p, ok := s[pool.Spec.Provider.Name]
+	return p, ok && p != nil
+}
