@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/controller"
@@ -18,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/memlimit"
 	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -199,11 +203,11 @@ func runController(ctx context.Context, f *controllerFlags) error {
 		}
 	}
 	if len(f.providers) > 0 {
-		set, err := provider.Build(ctx, cfg, f.providers, clk, log)
+		set, err := providers(ctx, cfg, f.providers, clk, log)
 		if err != nil {
 			return err
 		}
-		opts.Machines = set
+		opts.Machines = provider.NewMachines(set, clk)
 	}
 	mgr, err := controller.New(cfg, opts)
 	if err != nil {
@@ -226,4 +230,23 @@ func readTemplate(v string) (string, error) {
 		return "", fmt.Errorf("--webhook-template: %w", err)
 	}
 	return string(data), nil
+}
+
+// providers makes the named machine providers, running those with work of
+// their own until ctx ends.
+func providers(ctx context.Context, cfg *rest.Config, names []string, clk clock.WithTicker, log *slog.Logger) (provider.Set, error) {
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the providers' client: %w", err)
+	}
+	set := provider.Set{}
+	for _, n := range names {
+		switch name := v1alpha1.ProviderName(n); name {
+		case v1alpha1.ProviderKwok:
+			k := kwok.New(client, clk, kwok.Options{Log: log.With("provider", name)})
+			go func() { _ = k.Run(ctx) }()
+			set[name] = k
+		}
+	}
+	return set, nil
 }

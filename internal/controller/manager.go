@@ -170,6 +170,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := mgr.Add(queue); err != nil {
 		return nil, fmt.Errorf("adding the termination queue: %w", err)
 	}
+	if err := provider.Register(opts.Registry); err != nil {
+		return nil, fmt.Errorf("registering the provider metrics: %w", err)
+	}
 	var policies maintenance.Policies = maintenance.Defaults{}
 	if pools {
 		policies = maintenance.NewPoolPolicies(mgr.GetClient(), opts.Log)

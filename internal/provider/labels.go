@@ -12,9 +12,9 @@ import (
 // detection reads them back, so every provider must write them alike.
 const (
 	// LabelNodePool names the pool that made the node.
-	LabelNodePool = "sluice.dev/nodepool"
+	LabelNodePool = v1alpha1.LabelNodePool
 	// LabelCapacityType is the node's CapacityType: on-demand or spot.
-	LabelCapacityType = "sluice.dev/capacity-type"
+	LabelCapacityType = v1alpha1.LabelCapacityType
 	// LabelInstanceType is the well-known label of the machine's size.
 	LabelInstanceType = "node.kubernetes.io/instance-type"
 	// LabelZone is the well-known label of the machine's zone.
@@ -25,10 +25,10 @@ const (
 	// AnnotationImage is the template image the node was made from; a
 	// label could not hold every image name (an AMI ID would do, an AKS
 	// node image version with its dots and length may not).
-	AnnotationImage = "sluice.dev/image"
+	AnnotationImage = v1alpha1.AnnotationImage
 	// AnnotationTemplateHash is TemplateHash of the template the node was
 	// made from: it stands for what cannot be read from a Node.
-	AnnotationTemplateHash = "sluice.dev/template-hash"
+	AnnotationTemplateHash = v1alpha1.AnnotationTemplateHash
 )
 
 // TemplateHash hashes what of a template cannot be read back from a Node (its

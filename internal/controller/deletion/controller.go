@@ -180,10 +180,12 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 	}
 	if rec == nil || rec.Phase != disruption.PhaseTerminating {
 		wait, err := c.admit(ctx, node, pool, all, rec)
-		if err != nil || wait > 0 {
+		if err != nil || wait > 0 || c.opts.DryRun {
 			return reconcile.Result{RequeueAfter: wait}, err
 		}
-		return reconcile.Result{}, nil // the record's write queues the node again
+		if rec, err = disruption.RecordOf(node); err != nil { // as admit wrote it
+			return reconcile.Result{}, err
+		}
 	}
 	key := "delete/" + string(node.UID)
 	if c.queue.Holds(node.Name, key) {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/controller"
+	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
@@ -41,7 +43,7 @@ type scene struct {
 	env      *sandboxtest.Env
 	name     string
 	kube     client.Client
-	machines *provider.Set
+	machines *provider.Machines
 	kwok     *kwok.Provider
 	selector map[string]string
 	onPool   fixture.PodOption
@@ -69,6 +71,13 @@ func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	ext, err := apiextensionsclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pools.Install(context.Background(), ext); err != nil {
+		t.Fatal(err)
+	}
 	kube, err := client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -77,8 +86,8 @@ func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s.kwok = kwok.New(env.Client, clock.RealClock{}, kwok.Options{})
-	go s.kwok.Run(ctx)
-	s.machines = provider.NewSet(map[v1alpha1.ProviderName]provider.Provider{v1alpha1.ProviderKwok: s.kwok}, nil)
+	go func() { _ = s.kwok.Run(ctx) }()
+	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderKwok: s.kwok}, clock.RealClock{})
 
 	pool := &v1alpha1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Name: s.name},

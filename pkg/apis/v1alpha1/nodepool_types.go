@@ -182,7 +182,7 @@ type NodeTemplate struct {
 	//
 	// +optional
 	// +kubebuilder:validation:MaxProperties=100
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('sluice.dev/'))",message="template.labels must not set sluice.dev/ labels: sluice writes those itself"
+	// +kubebuilder:validation:XValidation:rule="!('sluice.dev/nodepool' in self) && !('sluice.dev/capacity-type' in self)",message="template.labels must not set sluice.dev/nodepool or sluice.dev/capacity-type: the provider writes those itself (set template.capacity for the second)"
 	Labels map[string]string `json:"labels,omitempty"`
 
 	// Taints every node carries.

@@ -1,0 +1,102 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// Names lists the providers sluice can run.
+func Names() []v1alpha1.ProviderName { return []v1alpha1.ProviderName{v1alpha1.ProviderKwok} }
+
+// NotEnabled is the error for a pool whose provider this controller does not
+// run.
+func NotEnabled(name v1alpha1.ProviderName) error {
+	return &Error{Code: "ProviderNotEnabled", Message: fmt.Sprintf("this controller does not run provider %s: start it with --providers %s", name, name)}
+}
+
+// Machines runs the providers a controller was started with, for the pools
+// that name them, and measures every call.
+type Machines struct {
+	set   Set
+	clock clock.PassiveClock
+}
+
+// NewMachines serves the pools whose provider is in set.
+func NewMachines(set Set, clk clock.PassiveClock) *Machines {
+	return &Machines{set: set, clock: clk}
+}
+
+// Serves says whether the named provider runs here.
+func (m *Machines) Serves(name v1alpha1.ProviderName) bool { return m.set[name] != nil }
+
+// CreateMachine asks the pool's provider for a new machine.
+func (m *Machines) CreateMachine(ctx context.Context, pool *v1alpha1.NodePool) (*Machine, error) {
+	p, ok := m.set.For(pool)
+	if !ok {
+		return nil, NotEnabled(pool.Spec.Provider.Name)
+	}
+	start := m.clock.Now()
+	machine, err := p.Create(ctx, pool)
+	observe(pool.Spec.Provider.Name, "create", m.clock.Since(start), err)
+	return machine, err
+}
+
+// GetMachine reads one of the pool's machines.
+func (m *Machines) GetMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*Machine, error) {
+	p, ok := m.set.For(pool)
+	if !ok {
+		return nil, NotEnabled(pool.Spec.Provider.Name)
+	}
+	return p.Get(ctx, name)
+}
+
+// DeleteMachine deletes one of the pool's machines; an unknown one is no
+// error.
+func (m *Machines) DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error {
+	p, ok := m.set.For(pool)
+	if !ok {
+		return NotEnabled(pool.Spec.Provider.Name)
+	}
+	start := m.clock.Now()
+	err := p.Delete(ctx, name)
+	observe(pool.Spec.Provider.Name, "delete", m.clock.Since(start), err)
+	return err
+}
+
+// Metrics of every provider call, by provider, operation and outcome.
+var (
+	requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_provider_requests_total",
+		Help: "Calls to a machine provider, by provider, operation (create, delete) and code (OK or the provider's error code)."}, []string{"provider", "op", "code"})
+	latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_provider_request_seconds",
+		Help: "How long a machine provider took to answer, by provider and operation.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}, []string{"provider", "op"})
+)
+
+// Register adds the providers' metrics to reg.
+func Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{requests, latency} {
+		if err := reg.Register(c); err != nil {
+			if _, dup := err.(prometheus.AlreadyRegisteredError); !dup { //nolint:errorlint // prometheus returns the value type
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func observe(name v1alpha1.ProviderName, op string, took time.Duration, err error) {
+	code := "OK"
+	if err != nil {
+		code = "Error"
+		if pe, ok := AsError(err); ok {
+			code = pe.Code
+		}
+	}
+	requests.WithLabelValues(string(name), op, code).Inc()
+	latency.WithLabelValues(string(name), op).Observe(took.Seconds())
+}
