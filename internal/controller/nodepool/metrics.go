@@ -89,4 +89,3 @@ func nextBudgetChange(pool *v1alpha1.NodePool, now time.Time) (time.Time, bool) 
 	t, ok, err := budget.NextChange(pool.DisruptionSpec().BudgetsOrDefault(), now)
 	return t, ok && err == nil
 }
-
