@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/cloud"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
 // newSandboxServeCommand is the supervisor `sandbox up` starts in the
@@ -149,6 +150,10 @@ func startCloudAndController(ctx context.Context, sb *sandbox.Sandbox, st *sandb
 		maxInFlight:    50,
 		workers:        defaultWorkers,
 		identity:       "sandbox-controller",
+		// The sandbox's simulated cloud makes and removes machines for
+		// NodePools that name provider kwok.
+		providers:    []string{string(v1alpha1.ProviderKwok)},
+		registration: 10 * time.Minute,
 	}
 	go func() {
 		if err := runController(ctx, f); err != nil {

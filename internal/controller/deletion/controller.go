@@ -78,6 +78,13 @@ type Controller struct {
 	// machine may go), or pods left (try again at retryAt).
 	ended map[string]ending
 	wake  chan event.GenericEvent
+
+	// admitting serializes the budget check and the record's write of
+	// deleted nodes, and admitted remembers the nodes admitted until the
+	// cache shows their record, so two workers never both spend the last
+	// disruption the budget allows.
+	admitting sync.Mutex
+	admitted  map[string]time.Time
 }
 
 // NewController returns the controller; SetupWithManager registers it.
@@ -89,7 +96,7 @@ func NewController(kube client.Client, clk clock.Clock, queue Queue, machines Ma
 		opts.Retry = 15 * time.Second
 	}
 	return &Controller{kube: kube, clock: clk, queue: queue, machines: machines, opts: opts,
-		ended: map[string]ending{}, wake: make(chan event.GenericEvent, 256)}
+		ended: map[string]ending{}, wake: make(chan event.GenericEvent, 256), admitted: map[string]time.Time{}}
 }
 
 // SetupWithManager watches nodes as they are created, deleted, relabelled or
@@ -227,6 +234,8 @@ func (c *Controller) admit(ctx context.Context, node *corev1.Node, pool *v1alpha
 		// Chosen by the disruption controller: its budget was spent then.
 		next.Reason, next.Replacement, next.LaunchedAt = rec.Reason, rec.Replacement, rec.LaunchedAt
 	} else {
+		c.admitting.Lock()
+		defer c.admitting.Unlock()
 		allowed, waiting, err := c.room(ctx, node, pool, all, now)
 		if err != nil {
 			return 0, err
@@ -249,6 +258,9 @@ func (c *Controller) admit(ctx context.Context, node *corev1.Node, pool *v1alpha
 	if err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice")); err != nil {
 		return 0, fmt.Errorf("recording the termination of node %s: %w", node.Name, err)
 	}
+	if rec == nil {
+		c.admitted[node.Name] = now
+	}
 	return 0, nil
 }
 
@@ -268,6 +280,12 @@ func (c *Controller) room(ctx context.Context, node *corev1.Node, pool *v1alpha1
 			continue
 		}
 		members = append(members, n)
+		if at, ok := c.admitted[n.Name]; ok && now.Sub(at) < 30*time.Second && waitingDeletion(n) {
+			// Admitted by this controller; the cache does not show it yet.
+			counted = append(counted, n)
+			continue
+		}
+		delete(c.admitted, n.Name)
 		if waitingDeletion(n) {
 			if n.Name != node.Name && (n.DeletionTimestamp.Before(node.DeletionTimestamp) ||
 				n.DeletionTimestamp.Equal(node.DeletionTimestamp) && n.Name < node.Name) {

@@ -70,7 +70,14 @@ type Controller struct {
 	// failing holds, per pool, the provider's last refusal and when the
 	// pool may ask again: a refused replacement is not retried at once.
 	failing map[string]providerFailure
+	// marked holds the nodes this controller marked for replacement until
+	// its cache shows the mark: a pass that read the cache before the write
+	// arrived would otherwise count them as in service and choose more.
+	marked map[string]time.Time
 }
+
+// markWait bounds how long a mark the cache does not show yet is trusted.
+const markWait = 30 * time.Second
 
 type providerFailure struct {
 	reason, message string
@@ -89,7 +96,7 @@ func NewController(kube client.Client, clk clock.Clock, machines Machines, opts 
 	if opts.PodsOn == nil {
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
-	return &Controller{kube: kube, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}}
+	return &Controller{kube: kube, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{}}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as
@@ -162,6 +169,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	now := c.clock.Now()
 	v := observe(pool, Members(pool, nodes.Items, all.Items), c.opts.PodsOn, now)
+	c.settleMarks(v, now)
 	problem := pools.Validate(pool, len(v.nodes))
 	next := v.nextChange
 	if problem == nil {
@@ -218,4 +226,31 @@ func (c *Controller) event(obj client.Object, typ, reason, msg string) {
 	if c.opts.Recorder != nil {
 		c.opts.Recorder.Event(obj, typ, reason, msg)
 	}
+}
+
+// settleMarks counts the nodes this controller marked whose mark the cache
+// does not show yet, and forgets marks the cache shows or that are old.
+func (c *Controller) settleMarks(v *view, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range v.nodes {
+		at, ok := c.marked[n.Name]
+		if !ok {
+			continue
+		}
+		_, shown := n.Annotations[v1alpha1.AnnotationDisruption]
+		if shown || now.Sub(at) > markWait {
+			delete(c.marked, n.Name)
+			continue
+		}
+		v.disrupting++
+		v.unseen = append(v.unseen, n.Name)
+	}
+}
+
+// mark remembers that the controller marked the node.
+func (c *Controller) mark(node string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.marked[node] = now
 }

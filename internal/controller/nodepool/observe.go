@@ -25,6 +25,9 @@ type view struct {
 	// expires, a budget window opens or closes; zero when nothing will.
 	nextChange time.Duration
 	podsOn     func(string) ([]*corev1.Pod, error)
+	// unseen are nodes the controller marked that its cache does not show
+	// marked yet: counted as disrupting, never chosen again.
+	unseen []string
 }
 
 // observe computes the pool's view from its nodes.

@@ -156,7 +156,7 @@ func TestBudgetWindowHoldsDriftUntilItCloses(t *testing.T) {
 	now := time.Now().UTC()
 	opened := now.Truncate(time.Minute)
 	// The window opened at the top of this minute and closes 40-100 s from now.
-	length := opened.Add(time.Minute).Sub(now) + 40*time.Second
+	length := now.Sub(opened) + 40*time.Second
 	minutes := time.Duration((length + time.Minute - 1) / time.Minute)
 	closes := opened.Add(minutes * time.Minute)
 	schedule := fmt.Sprintf("%d %d * * *", opened.Minute(), opened.Hour())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +57,7 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 	budgets := pool.DisruptionSpec().BudgetsOrDefault()
 	for _, cand := range v.candidates {
 		n := cand.Node
-		if rec, err := disruption.RecordOf(n); rec != nil || err != nil || !n.DeletionTimestamp.IsZero() {
+		if rec, err := disruption.RecordOf(n); rec != nil || err != nil || !n.DeletionTimestamp.IsZero() || slices.Contains(v.unseen, n.Name) {
 			continue
 		}
 		pods, err := v.podsOn(n.Name)
@@ -108,6 +109,7 @@ func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand d
 	if err := c.setRecord(ctx, n, &rec); err != nil {
 		return err
 	}
+	c.mark(n.Name, now)
 	c.opts.Metrics.decided(pool.Name, cand.Reason)
 	c.event(n, corev1.EventTypeNormal, "Replacing", "sluice: replacing the node, replacement first: "+why)
 	c.opts.Log.Info("replacing node", "node", n.Name, "nodepool", pool.Name, "reason", cand.Reason, "why", why)

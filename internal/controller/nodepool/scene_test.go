@@ -224,7 +224,7 @@ func (s *scene) edit(t *testing.T, change func(*v1alpha1.NodePool)) {
 // minAvailable, and waits until they run.
 func (s *scene) workload(t *testing.T, replicas int32, minAvailable string, opts ...fixture.PodOption) {
 	t.Helper()
-	opts = append([]fixture.PodOption{s.onPool, fixture.Requests("100m", "128Mi")}, opts...)
+	opts = append([]fixture.PodOption{s.onPool, fixture.Requests("100m", "128Mi"), fixture.GracePeriod(10), fixture.ExitsAfter(1)}, opts...)
 	s.env.Create(t, fixture.Deployment(s.env.Namespace, "web", replicas, opts...),
 		fixture.PDB(s.env.Namespace, "web", "web", fixture.MinAvailable(minAvailable)))
 	s.env.WaitForPods(t, "app=web", int(replicas))

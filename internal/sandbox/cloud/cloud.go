@@ -32,6 +32,7 @@ import (
 
 	"github.com/sluice-dev/sluice/charts/sluice"
 	"github.com/sluice-dev/sluice/internal/agent"
+	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/maintenance/aws"
@@ -173,6 +174,12 @@ func (c *Cloud) start(ctx context.Context, pod *corev1.Pod) error {
 	node, err := c.client.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading node: %w", err)
+	}
+	if strings.HasPrefix(node.Spec.ProviderID, kwok.ProviderIDPrefix) {
+		// A machine of the kwok provider (a NodePool's): no cloud metadata
+		// service stands behind it.
+		c.log.Debug("no metadata service for a kwok provider's node", "node", node.Name)
+		return nil
 	}
 	source, err := agent.CloudOf(node.Spec.ProviderID)
 	if err != nil {
