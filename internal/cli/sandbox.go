@@ -10,18 +10,27 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
 // sandboxOptions are the flags every sandbox subcommand shares.
@@ -221,8 +230,12 @@ func createSample(ctx context.Context, out io.Writer, kubeconfig string, timeout
 	if err := fixture.Create(ctx, client, workloads...); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "created the sample cluster: %d nodes in 3 AKS pools, %d workload objects in namespaces shop and monitoring\n",
-		len(nodes), len(workloads))
+	batch, err := createSampleBatchPool(ctx, kubeconfig, client)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "created the sample cluster: %d nodes in 3 AKS pools, a NodePool %q of %d nodes made by the kwok provider, %d workload objects in namespaces shop and monitoring\n",
+		len(nodes), "batch", batch, len(workloads)+2)
 	for {
 		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -301,7 +314,13 @@ func waitForMachines(ctx context.Context, st sandbox.State, timeout time.Duratio
 		if err != nil {
 			return false, nil
 		}
-		want = len(nodes.Items)
+		want = 0
+		for _, n := range nodes.Items {
+			// A kwok provider's machine has no cloud metadata service.
+			if !strings.HasPrefix(n.Spec.ProviderID, kwok.ProviderIDPrefix) {
+				want++
+			}
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, st.CloudAddress+"/machines", nil)
 		if err != nil {
 			return false, err
@@ -322,4 +341,51 @@ func waitForMachines(ctx context.Context, st sandbox.State, timeout time.Duratio
 		return fmt.Errorf("%d of %d nodes have their metadata service and agent: %w", have, want, err)
 	}
 	return nil
+}
+
+// createSampleBatchPool creates the sample NodePool whose machines the
+// sandbox's kwok provider runs, has the provider make its nodes (as a cloud
+// would have before sluice took the pool over: the controller's provider
+// finds them from their Nodes), and puts its workload on them.
+func createSampleBatchPool(ctx context.Context, kubeconfig string, client kubernetes.Interface) (int, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return 0, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+	}
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return 0, fmt.Errorf("building a client: %w", err)
+	}
+	if err := nodepool.Install(ctx, ext); err != nil {
+		return 0, fmt.Errorf("installing the chart's CRDs: %w", err)
+	}
+	pool, count, workloads := fixture.SampleBatchPool()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return 0, fmt.Errorf("building a client: %w", err)
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := dyn.Resource(v1alpha1.NodePoolResource).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		return 0, fmt.Errorf("creating the sample NodePool: %w", err)
+	}
+	before, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("listing nodes: %w", err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	machines := kwok.New(client, clock.RealClock{}, kwok.Options{})
+	go func() { _ = machines.Run(runCtx) }()
+	for range count {
+		if _, err := machines.Create(ctx, pool); err != nil {
+			return 0, fmt.Errorf("making the sample pool's nodes: %w", err)
+		}
+	}
+	if err := waitNodesReady(ctx, client, len(before.Items)+count); err != nil {
+		return 0, err
+	}
+	return count, fixture.Create(ctx, client, workloads...)
 }

@@ -64,12 +64,14 @@ func (r Record) String() string {
 	return string(b)
 }
 
-// Replacements names the nodes that are on their way to replace others of
-// nodes, from the records of the nodes they replace.
+// Replacements names the nodes made to replace others of nodes that are
+// still there, from the records of the nodes they replace. Until the node
+// it replaces is gone, a replacement does not add to the pool's size, and
+// does not count as disrupted while it boots.
 func Replacements(nodes []*corev1.Node) map[string]bool {
 	out := map[string]bool{}
 	for _, n := range nodes {
-		if r, err := RecordOf(n); err == nil && r != nil && r.Replacement != "" && r.Phase == PhaseLaunching {
+		if r, err := RecordOf(n); err == nil && r != nil && r.Replacement != "" {
 			out[r.Replacement] = true
 		}
 	}

@@ -154,8 +154,8 @@ func TestSandboxUpKubectlStatusDown(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &status) != nil {
 		t.Fatalf("sandbox status -o json: exit %d: %s", code, out)
 	}
-	if !status.Running || status.Nodes != 6 || len(status.Components) != 5 {
-		t.Errorf("status: running=%v nodes=%d components=%d; want true, 6 (one preempted), 5", status.Running, status.Nodes, len(status.Components))
+	if !status.Running || status.Nodes != 10 || len(status.Components) != 5 {
+		t.Errorf("status: running=%v nodes=%d components=%d; want true, 10 (7 sample nodes less one preempted, 4 in the batch pool), 5", status.Running, status.Nodes, len(status.Components))
 	}
 
 	out, errOut, code = run(t, sluice, append([]string{"sandbox", "down"}, common...)...)

@@ -295,8 +295,15 @@ func (c *Controller) room(ctx context.Context, node *corev1.Node, pool *v1alpha1
 		}
 		counted = append(counted, n)
 	}
-	disrupting := budget.Count(counted, disruption.Replacements(members), now)
-	a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), len(members), disrupting, "", now)
+	replacements := disruption.Replacements(members)
+	disrupting := budget.Count(counted, replacements, now)
+	size := len(members)
+	for _, n := range members {
+		if replacements[n.Name] {
+			size--
+		}
+	}
+	a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), size, disrupting, "", now)
 	if err != nil {
 		return 0, false, err
 	}

@@ -170,7 +170,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	now := c.clock.Now()
 	v := observe(pool, Members(pool, nodes.Items, all.Items), c.opts.PodsOn, now)
 	c.settleMarks(v, now)
-	problem := pools.Validate(pool, len(v.nodes))
+	problem := pools.Validate(pool, v.size)
 	next := v.nextChange
 	if problem == nil {
 		wait, err := c.replace(ctx, pool, v, now)

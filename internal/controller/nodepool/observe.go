@@ -14,7 +14,10 @@ import (
 
 // view is what the controller sees of one pool at one moment.
 type view struct {
-	nodes      []*corev1.Node
+	nodes []*corev1.Node
+	// size is the pool's size for its budgets: its nodes less the
+	// replacements of nodes still there.
+	size      int
 	resources  corev1.ResourceList
 	disrupting int
 	drifted    int
@@ -48,7 +51,14 @@ func observe(pool *v1alpha1.NodePool, nodes []*corev1.Node, podsOn func(string) 
 			v.nextChange = sooner(v.nextChange, at.Sub(now))
 		}
 	}
-	v.disrupting = budget.Count(nodes, disruption.Replacements(nodes), now)
+	replacements := disruption.Replacements(nodes)
+	v.disrupting = budget.Count(nodes, replacements, now)
+	v.size = len(nodes)
+	for _, n := range nodes {
+		if replacements[n.Name] {
+			v.size--
+		}
+	}
 	v.candidates = disruption.Candidates(pool, nodes, provider.TemplateHash(pool.Spec.Template), now)
 	for _, c := range v.candidates {
 		switch c.Reason {
@@ -70,7 +80,7 @@ func (v *view) allowed(pool *v1alpha1.NodePool, now time.Time) []v1alpha1.Allowe
 	budgets := pool.DisruptionSpec().BudgetsOrDefault()
 	out := make([]v1alpha1.AllowedDisruptions, 0, len(v1alpha1.DisruptionReasons))
 	for _, r := range v1alpha1.DisruptionReasons {
-		a, err := budget.Allowed(budgets, len(v.nodes), v.disrupting, r, now)
+		a, err := budget.Allowed(budgets, v.size, v.disrupting, r, now)
 		if err != nil {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
 // Changing the template's image drifts every node; all are replaced,
@@ -375,3 +376,82 @@ func (s *scene) holdsFor(t *testing.T, window time.Duration, what string, cond f
 }
 
 var _ = ptr.To[int]
+
+// A Preempt in the middle of a drift rollout is handled at once, past the
+// budget, and consumes it: the drift chooses no new node while the
+// preempted node is out of service, and finishes once the event is over.
+func TestPreemptDuringDriftIsHandledAtOnce(t *testing.T) {
+	s := newScene(t, 4, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "1"}}
+	})
+	s.workload(t, 4, "2")
+	before := s.waitNodes(t, 4, time.Minute)
+	s.start(t)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	var first string
+	s.env.WaitFor(t, 30*time.Second, "the drift's first node marked", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, n := range nodes {
+			if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked {
+				first = n.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	var victim string
+	for _, name := range before {
+		if name != first {
+			victim = name
+			break
+		}
+	}
+	preempt := maintenance.Event{ID: "preempt-" + victim, Source: maintenance.SourceAzure, Type: maintenance.TypePreempt,
+		Status: maintenance.StatusScheduled, NotBefore: time.Now().Add(30 * time.Second), Deadline: time.Now().Add(30 * time.Second)}
+	s.annotateNode(t, victim, maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAzure, false, []maintenance.Event{preempt}).Encode())
+	reported := time.Now()
+	s.env.WaitFor(t, 5*time.Second, victim+" cordoned for the Preempt", func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, n); err != nil {
+			return false, err
+		}
+		return n.Spec.Unschedulable, nil
+	})
+	t.Logf("Preempt on %s cordoned %.1fs after the report, with the drift of %s under way", victim, time.Since(reported).Seconds(), first)
+	// The budget of 1 is spent by the preempted node: no new drift node
+	// while it is out of service.
+	s.holdsFor(t, 12*time.Second, "no second node chosen for drift while the Preempt holds the budget", func(ctx context.Context) bool {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return true
+		}
+		for _, n := range nodes {
+			if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked && n.Name != first {
+				return false
+			}
+		}
+		return true
+	})
+	// The event ends (the cloud took nothing after all): the drift resumes
+	// and finishes the pool, the once-preempted node included.
+	s.annotateNode(t, victim, maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAzure, false, nil).Encode())
+	s.env.WaitFor(t, 3*time.Minute, "every node replaced", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		fresh := 0
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) {
+				return false, nil
+			}
+			if ready(n) {
+				fresh++
+			}
+		}
+		return fresh == 4, nil
+	})
+}

@@ -71,17 +71,17 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 			}
 			continue
 		}
-		a, err := budget.Allowed(budgets, len(v.nodes), disrupting, cand.Reason, now)
+		a, err := budget.Allowed(budgets, v.size, disrupting, cand.Reason, now)
 		if err != nil {
 			return wait, err
 		}
 		if a.Nodes < 1 {
 			continue // another reason may still have room
 		}
-		if l := pool.Spec.Limits; l != nil && l.Nodes != nil && len(v.nodes)+launching >= int(*l.Nodes) {
+		if l := pool.Spec.Limits; l != nil && l.Nodes != nil && v.size+launching >= int(*l.Nodes) {
 			c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf(
 				"sluice: %s nodes wait to be replaced: the pool has %d nodes and %d replacements on their way, and spec.limits.nodes is %d (replacing a node makes its replacement first)",
-				cand.Reason, len(v.nodes), launching, *l.Nodes))
+				cand.Reason, v.size, launching, *l.Nodes))
 			break
 		}
 		if err := c.choose(ctx, pool, cand, now); err != nil {
