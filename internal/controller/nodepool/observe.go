@@ -17,7 +17,7 @@ type view struct {
 	nodes []*corev1.Node
 	// size is the pool's size for its budgets: its nodes less the
 	// replacements of nodes still there.
-	size      int
+	size       int
 	resources  corev1.ResourceList
 	disrupting int
 	drifted    int
