@@ -57,10 +57,30 @@ run events "$user"
 run kubectl get node "$user"
 
 echo
+echo "# Node pools own their machines. The sample's NodePool 'batch' runs on the sandbox's kwok provider:"
+echo "# sluice makes and deletes its machines. A new node image in its template drifts all 4 nodes; sluice"
+echo "# replaces them replacement first (the new node is Ready before the old one is drained), at most"
+echo "# half of the pool at once (budget 50%), and the batch workload's PDB holds throughout."
+run kubectl get nodepool batch
+run kubectl get nodes -l kubernetes.azure.com/agentpool=batch -L node.kubernetes.io/instance-type
+step "kubectl patch nodepool batch --type merge -p '{\"spec\":{\"template\":{\"image\":\"AKSUbuntu-2204gen2containerd-202612.01.0\"}}}'"
+kubectl patch nodepool batch --type merge -p '{"spec":{"template":{"image":"AKSUbuntu-2204gen2containerd-202612.01.0"}}}' || true
+run $sluice status batch
+step "# watching the pool roll (every 3 s, until no node is on the old image)"
+for _ in $(seq 60); do
+  old="$(kubectl get nodes -l kubernetes.azure.com/agentpool=batch -o jsonpath='{range .items[*]}{.metadata.annotations.sluice\.dev/image}{"\n"}{end}' | grep -c 202611 || true)"
+  printf '%s  %s\n' "$(date +%T)" "$(kubectl get nodepool batch --no-headers -o custom-columns=NODES:.status.nodes,DISRUPTING:.status.disrupting,DRIFTED:.status.drifted | tr -s ' ')  (nodes, disrupting, drifted)"
+  [ "$old" = 0 ] && break
+  sleep 3
+done
+run kubectl get nodes -l kubernetes.azure.com/agentpool=batch
+run kubectl get pods -n shop -l app=batch -o wide
+
+echo
 echo "# The controller's Prometheus metrics."
 metrics="$($sluice sandbox status -o json | sed -n 's/.*"metricsAddress": "\(.*\)".*/\1/p')"
-step "curl -s http://$metrics/metrics | grep '^sluice_maintenance'"
-curl -s "http://$metrics/metrics" | grep '^sluice_maintenance' | grep -v '_bucket' || true
+step "curl -s http://$metrics/metrics | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted)'"
+curl -s "http://$metrics/metrics" | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted)' | grep -v '_bucket' || true
 
 echo
 echo "# sluice drain is the same engine, run by a person. Before draining: what will make it hang, lose data or run out of time?"

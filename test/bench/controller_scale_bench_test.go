@@ -292,12 +292,12 @@ type controllerProcess struct {
 	startup requestCounts
 }
 
-func startControllerProcess(b *testing.B, bin, kubeconfig string) *controllerProcess {
+func startControllerProcess(b *testing.B, bin, kubeconfig string, extra ...string) *controllerProcess {
 	b.Helper()
 	addr := freeLoopbackAddress(b)
 	c := &controllerProcess{metrics: "http://" + addr + "/metrics", out: &lockedBuffer{}, exited: make(chan struct{})}
-	c.cmd = exec.Command(bin, "controller", "--kubeconfig", kubeconfig, "--leader-elect=false",
-		"--metrics-bind-address", addr, "--health-probe-bind-address", "0", "--identity", "bench", "--log-format", "json")
+	c.cmd = exec.Command(bin, append([]string{"controller", "--kubeconfig", kubeconfig, "--leader-elect=false",
+		"--metrics-bind-address", addr, "--health-probe-bind-address", "0", "--identity", "bench", "--log-format", "json"}, extra...)...)
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	start := time.Now()
 	if err := c.cmd.Start(); err != nil {

@@ -1,0 +1,288 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/internal/provider/kwok"
+	"github.com/sluice-dev/sluice/internal/sandbox"
+	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// BenchmarkPoolDrift rolls a 100-node pool (2 pods a node, each taking 3 s to
+// exit) to a new image under a 20 % budget, replacement first, with machines
+// that take 5 s to boot, and prints the wall time beside its lower bound:
+// ceil(100/20) batches, each at least one boot and the slowest pod's exit.
+func BenchmarkPoolDrift(b *testing.B) {
+	const (
+		nodes       = 100
+		budgetPct   = 20
+		boot        = 5 * time.Second
+		slowestExit = 3 * time.Second
+	)
+	for range b.N {
+		loadStart := loadavg()
+		bin := buildSluiceBinary(b)
+		sb, clientset, _ := startSandbox(b)
+		kube := poolClient(b, sb)
+		pool := benchPool("drift", budgetPct, boot)
+		makePool(b, sb, clientset, kube, pool, nodes)
+		ns := "drift"
+		objs := []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+			fixture.Deployment(ns, "app", 2*nodes, fixture.NodeSelector(pool.Spec.Template.Labels), fixture.Requests("100m", "128Mi"),
+				fixture.GracePeriod(30), fixture.ExitsAfter(slowestExit.Seconds())),
+			fixture.PDB(ns, "app", "app", fixture.MaxUnavailable("25%"))}
+		createParallel(context.Background(), b, clientset, objs, 4)
+		waitUntil(b, 5*time.Minute, "the workload running", func() bool { return readyPods(b, clientset, ns) == 2*nodes })
+		var old []string
+		for _, n := range poolNodes(b, clientset, pool.Name) {
+			old = append(old, n.Name)
+		}
+
+		waitCalm(b, 3*time.Minute)
+		c := startControllerProcess(b, bin, sb.Kubeconfig(), "--providers", "kwok")
+		c.waitQueueEmpty(b)
+		before, apiBefore := c.requests(b), apiserverRequests(b, clientset)
+		start := time.Now()
+		patch := []byte(`{"spec":{"template":{"image":"img-2"}}}`)
+		if err := kube.Patch(context.Background(), pool, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			b.Fatal(err)
+		}
+		maxOut := 0
+		waitUntil(b, 15*time.Minute, "every node replaced", func() bool {
+			c.mustRun(b, "during the rollout")
+			cur := poolNodes(b, clientset, pool.Name)
+			out, fresh := 0, 0
+			for _, n := range cur {
+				if slices.Contains(old, n.Name) {
+					if n.Spec.Unschedulable || n.DeletionTimestamp != nil || n.Annotations[v1alpha1.AnnotationDisruption] != "" {
+						out++
+					}
+					continue
+				}
+				if n.Annotations[v1alpha1.AnnotationImage] == "img-2" && nodeReady(&n) {
+					fresh++
+				}
+			}
+			maxOut = max(maxOut, out)
+			return fresh == nodes && len(cur) == nodes
+		})
+		wall := time.Since(start)
+		used := c.requests(b).minus(before)
+		api := apiserverRequests(b, clientset) - apiBefore
+		batches := int(math.Ceil(float64(nodes) / float64(nodes*budgetPct/100)))
+		lower := time.Duration(batches) * (boot + slowestExit)
+		fmt.Printf("\n# Drift of a %d-node pool, budget %d%%, boot %s, slowest pod exit %s (load at start %s, at end %s)\n",
+			nodes, budgetPct, boot, slowestExit, loadStart, loadavg())
+		printTable("", [][]string{
+			{"figure", "sluice", "target"},
+			{"wall time", wall.Round(100 * time.Millisecond).String(), fmt.Sprintf("<= 1.5x lower bound %s = %s", lower, time.Duration(1.5*float64(lower)).Round(time.Second))},
+			{"ratio to the lower bound", fmt.Sprintf("%.2fx", wall.Seconds()/lower.Seconds()), "<= 1.5x"},
+			{"old nodes out of service at once (max)", strconv.Itoa(maxOut), fmt.Sprintf("<= %d (the budget)", nodes*budgetPct/100)},
+			{"controller API requests per replaced node", fmt.Sprintf("%.1f (%.0f reads, %.0f writes)", used.total()/nodes, used.reads(), used.writes()), ""},
+			{"API server requests per replaced node (all clients)", fmt.Sprintf("%.1f", api/nodes), "(kwok, scheduler and controllers included)"},
+		})
+	}
+}
+
+// BenchmarkPoolsIdle: 1,000 nodes in 20 pools with a provider, nothing to
+// do. It prints how long one evaluation pass over every pool takes (the sum
+// of the NodePool controller's reconciles at start-up) and the writes the
+// controller makes in a minute of idling.
+func BenchmarkPoolsIdle(b *testing.B) {
+	const (
+		pools   = 20
+		perPool = 50
+		window  = time.Minute
+	)
+	for range b.N {
+		loadStart := loadavg()
+		bin := buildSluiceBinary(b)
+		sb, clientset, _ := startSandbox(b)
+		kube := poolClient(b, sb)
+		for i := range pools {
+			makePool(b, sb, clientset, kube, benchPool(fmt.Sprintf("idle-%02d", i), 10, 0), perPool)
+		}
+		waitCalm(b, 3*time.Minute)
+		c := startControllerProcess(b, bin, sb.Kubeconfig(), "--providers", "kwok")
+		c.waitQueueEmpty(b)
+		sum, count := reconcileTime(b, c, "nodepool")
+		idle := c.idle(b, 10*time.Second, window)
+		_, count2 := reconcileTime(b, c, "nodepool")
+		perPass := time.Duration(sum / count * pools * float64(time.Second))
+		fmt.Printf("\n# Idle controller, %d nodes in %d pools with the kwok provider (load at start %s, at end %s)\n",
+			pools*perPool, pools, loadStart, loadavg())
+		printTable("", [][]string{
+			{"figure", "sluice", "target"},
+			{"one evaluation pass over every pool", fmt.Sprintf("%s (%d pool reconciles at start, %.1f ms each)", perPass.Round(time.Millisecond), int(count), 1000*sum/count), "< 1s"},
+			{"pool reconciles while idle", fmt.Sprintf("%.0f in %s", count2-count, window), ""},
+			{"API writes while idle", fmt.Sprintf("%.0f in %s", idle.requests.writes(), window), "0"},
+			{"API reads while idle", fmt.Sprintf("%.2f/s", idle.requests.reads()/window.Seconds()), "(watches only)"},
+			{"controller RSS", fmt.Sprintf("%.0f MiB", float64(idle.mem.RSS)/(1<<20)), ""},
+		})
+	}
+}
+
+// benchPool is a pool of the kwok provider whose nodes boot in boot.
+func benchPool(name string, budgetPct int, boot time.Duration) *v1alpha1.NodePool {
+	labels := map[string]string{"bench.sluice.dev/pool": name}
+	return &v1alpha1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.NodePoolSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: labels},
+			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok, Kwok: &v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{Duration: boot}}},
+			Template:     &v1alpha1.NodeTemplate{Labels: labels, InstanceTypes: []string{"Standard_D4s_v5"}, Image: "img-1"},
+			Disruption:   &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: fmt.Sprintf("%d%%", budgetPct)}}},
+		},
+	}
+}
+
+// makePool creates the pool and has a kwok provider of the benchmark's own
+// make its nodes (the controller's provider finds them from their Nodes).
+func makePool(b *testing.B, sb *sandbox.Sandbox, clientset kubernetes.Interface, kube client.Client, pool *v1alpha1.NodePool, n int) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := kube.Create(ctx, pool); err != nil {
+		b.Fatalf("creating pool %s: %v", pool.Name, err)
+	}
+	p := kwok.New(clientset, clock.RealClock{}, kwok.Options{})
+	go func() { _ = p.Run(ctx) }()
+	fast := pool.DeepCopy()
+	fast.Spec.Provider.Kwok.BootDelay = &metav1.Duration{}
+	for range n {
+		if _, err := p.Create(ctx, fast); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitUntil(b, 10*time.Minute, fmt.Sprintf("%d nodes of pool %s Ready", n, pool.Name), func() bool {
+		ready := 0
+		for _, node := range poolNodes(b, clientset, pool.Name) {
+			if nodeReady(&node) && !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
+				ready++
+			}
+		}
+		return ready == n
+	})
+	_ = sb
+}
+
+func poolClient(b *testing.B, sb *sandbox.Sandbox) client.Client {
+	b.Helper()
+	cfg := sb.RESTConfig()
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := nodepool.Install(context.Background(), ext); err != nil {
+		b.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	kube, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return kube
+}
+
+func poolNodes(b *testing.B, clientset kubernetes.Interface, pool string) []corev1.Node {
+	b.Helper()
+	list, err := clientset.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "bench.sluice.dev/pool=" + pool})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return list.Items
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func readyPods(b *testing.B, clientset kubernetes.Interface, ns string) int {
+	b.Helper()
+	list, err := clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil && podReady(&list.Items[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// apiserverRequests is the API server's own count of requests served, all
+// clients together.
+func apiserverRequests(b *testing.B, clientset kubernetes.Interface) float64 {
+	b.Helper()
+	raw, err := clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("reading the API server's metrics: %v", err)
+	}
+	var total float64
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") || strings.Contains(line, `verb="WATCH"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			total += v
+		}
+	}
+	return total
+}
+
+// reconcileTime is the sum (seconds) and count of the named controller's
+// reconciles, from controller-runtime's histogram.
+func reconcileTime(b *testing.B, c *controllerProcess, controller string) (sum, count float64) {
+	b.Helper()
+	for _, family := range []string{"controller_runtime_reconcile_time_seconds_sum", "controller_runtime_reconcile_time_seconds_count"} {
+		m, err := scrape(c.metrics, family, "controller")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if strings.HasSuffix(family, "_sum") {
+			sum = m[controller]
+		} else {
+			count = m[controller]
+		}
+	}
+	if count == 0 {
+		fmt.Fprintln(os.Stderr, "no reconcile of", controller, "measured")
+		count = 1
+	}
+	return sum, count
+}
