@@ -4,6 +4,9 @@ package main
 
 import (
 	"os"
+	// NodePool budget windows are read in their IANA time zone; the image
+	// may carry no zone database, so the binary carries its own.
+	_ "time/tzdata"
 
 	"github.com/sluice-dev/sluice/internal/cli"
 )

@@ -45,6 +45,55 @@ func TestCRDDefaultsMatchGo(t *testing.T) {
 	}
 }
 
+// The disruption and provider defaults the API server writes are the ones
+// the Go code falls back to when a field is unset.
+func TestCRDDisruptionDefaultsMatchGo(t *testing.T) {
+	spec := specSchema(t)
+	d := spec.Properties["disruption"]
+	var budgets []v1alpha1.Budget
+	decodeDefault(t, d, "budgets", &budgets)
+	if len(budgets) != 1 || budgets[0].Nodes != v1alpha1.DefaultBudget.Nodes || len(budgets[0].Reasons) != 0 || budgets[0].Schedule != nil {
+		t.Errorf("CRD budgets default %+v, Go default %+v", budgets, v1alpha1.DefaultBudget)
+	}
+	if got := (*v1alpha1.DisruptionSpec)(nil).BudgetsOrDefault(); len(got) != 1 || got[0].Nodes != budgets[0].Nodes {
+		t.Errorf("BudgetsOrDefault() = %+v, CRD default %+v", got, budgets)
+	}
+	var expire string
+	decodeDefault(t, d, "expireAfter", &expire)
+	if _, expires := (&v1alpha1.DisruptionSpec{ExpireAfter: expire}).ExpireAfterDuration(); expire != v1alpha1.Never || expires {
+		t.Errorf("CRD expireAfter default %q: want Never, which Go reads as never expiring", expire)
+	}
+	var boot string
+	decodeDefault(t, spec.Properties["provider"].Properties["kwok"], "bootDelay", &boot)
+	if d, err := time.ParseDuration(boot); err != nil || d != v1alpha1.DefaultKwokBootDelay {
+		t.Errorf("CRD kwok bootDelay default %q, Go default %v", boot, v1alpha1.DefaultKwokBootDelay)
+	}
+	var provider v1alpha1.ProviderSpec
+	if p := spec.Properties["provider"]; p.Default == nil || json.Unmarshal(p.Default.Raw, &provider) != nil || provider.Manages() {
+		t.Errorf("CRD provider default %v: want {name: none}, which manages no machine", p.Default)
+	}
+}
+
+func specSchema(t *testing.T) apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	crds, err := chartCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, crd := range crds {
+		if crd.Name != "nodepools.sluice.dev" {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Name == v1alpha1.SchemeGroupVersion.Version {
+				return v.Schema.OpenAPIV3Schema.Properties["spec"]
+			}
+		}
+	}
+	t.Fatal("the chart ships no nodepools.sluice.dev/v1alpha1 CRD")
+	return apiextensionsv1.JSONSchemaProps{}
+}
+
 func maintenanceSchema(t *testing.T) apiextensionsv1.JSONSchemaProps {
 	t.Helper()
 	crds, err := chartCRDs()

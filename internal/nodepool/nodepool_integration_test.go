@@ -74,6 +74,14 @@ func expression(key, operator string, values ...string) map[string]any {
 	return map[string]any{"nodeSelector": map[string]any{"matchExpressions": []any{e}}}
 }
 
+func withDisruption(d map[string]any) map[string]any {
+	return map[string]any{"nodeSelector": selector("x"), "disruption": d}
+}
+
+func withBudget(b map[string]any) map[string]any {
+	return withDisruption(map[string]any{"budgets": []any{b}})
+}
+
 func selector(value string) map[string]any {
 	return map[string]any{"matchLabels": map[string]any{"sluice.dev/test-pool": value}}
 }
@@ -209,6 +217,28 @@ func TestAPIServerRefusesInvalidPools(t *testing.T) {
 			`nodeSelector.matchExpressions[]: In and NotIn need at least one value; Exists and DoesNotExist take none`},
 		{"forceEvict not in the enum", withMaintenance(map[string]any{"forceEvict": "Sometimes"}),
 			`spec.maintenance.forceEvict: Unsupported value: "Sometimes": supported values: "WhenNodeGoesAway", "Always", "Never"`},
+		{"budget of 150%", withBudget(map[string]any{"nodes": "150%"}), `spec.disruption.budgets[0].nodes in body should match`},
+		{"budget of a fraction", withBudget(map[string]any{"nodes": "0.5"}), `spec.disruption.budgets[0].nodes in body should match`},
+		{"schedule without a duration", withBudget(map[string]any{"nodes": "0", "schedule": "0 9 * * *"}),
+			`a budget's schedule and duration come together`},
+		{"duration without a schedule", withBudget(map[string]any{"nodes": "0", "duration": "8h"}),
+			`a budget's schedule and duration come together`},
+		{"schedule of six fields", withBudget(map[string]any{"nodes": "0", "schedule": "0 0 9 * * *", "duration": "8h"}),
+			`schedule must be a cron expression of five fields`},
+		{"timeZone without a schedule", withBudget(map[string]any{"nodes": "0", "timeZone": "Europe/Berlin"}),
+			`a budget's timeZone applies to its schedule`},
+		{"reason not in the enum", withBudget(map[string]any{"nodes": "1", "reasons": []any{"Bored"}}),
+			`Unsupported value: "Bored"`},
+		{"expireAfter of days", withDisruption(map[string]any{"expireAfter": "30d"}), `spec.disruption.expireAfter in body should match`},
+		{"expireAfter under a minute", withDisruption(map[string]any{"expireAfter": "30s"}), `expireAfter must be Never or a duration of at least 1m`},
+		{"kwok settings with provider none", map[string]any{"nodeSelector": selector("x"), "provider": map[string]any{"name": "none", "kwok": map[string]any{"bootDelay": "1s"}}},
+			`provider.kwok is the kwok provider's settings: set it only with provider.name kwok`},
+		{"kwok failure not in the enum", map[string]any{"nodeSelector": selector("x"), "provider": map[string]any{"name": "kwok", "kwok": map[string]any{"failure": "Sometimes"}}},
+			`Unsupported value: "Sometimes"`},
+		{"template sets the pool label", map[string]any{"nodeSelector": selector("x"), "template": map[string]any{"labels": map[string]any{"sluice.dev/nodepool": "x"}}},
+			`template.labels must not set sluice.dev/nodepool or sluice.dev/capacity-type`},
+		{"capacity not in the enum", map[string]any{"nodeSelector": selector("x"), "template": map[string]any{"capacity": "reserved"}},
+			`Unsupported value: "reserved"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,6 +271,20 @@ func TestAPIServerAcceptsTheLimits(t *testing.T) {
 			map[string]any{"key": "kubernetes.azure.com/scalesetpriority", "operator": "DoesNotExist"},
 		}}}},
 		{"forceEvict Never", withMaintenance(map[string]any{"forceEvict": "Never"})},
+		{"budgets of 0, 100% and a window", map[string]any{"nodeSelector": selector("x"), "disruption": map[string]any{
+			"expireAfter": "720h", "terminationGracePeriod": "48h", "consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never", "paused": true,
+			"budgets": []any{
+				map[string]any{"nodes": "100%"},
+				map[string]any{"nodes": "0", "schedule": "0 9 * * mon-fri", "timeZone": "Europe/Berlin", "duration": "8h", "reasons": []any{"Drifted", "Expired"}},
+				map[string]any{"nodes": "3", "schedule": "@daily", "duration": "1h30m"},
+			}}}},
+		{"a provider with a template and limits", map[string]any{"nodeSelector": selector("x"),
+			"provider": map[string]any{"name": "kwok", "kwok": map[string]any{"bootDelay": "0s", "failure": "NeverJoins"}},
+			"template": map[string]any{"labels": map[string]any{"sluice.dev/test-pool": "x"}, "instanceTypes": []any{"Standard_D4s_v5", "m6i.xlarge"},
+				"capacity": "spot", "image": "AKSUbuntu-2204gen2containerd-202611.01.0", "kubelet": map[string]any{"maxPods": 250},
+				"taints": []any{map[string]any{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}},
+				"startupTaints": []any{map[string]any{"key": "cni-not-ready", "effect": "NoSchedule"}}},
+			"limits": map[string]any{"cpu": "1000", "memory": "4Ti", "nodes": 50}}},
 		{"deadlineMargin 10m", withMaintenance(map[string]any{"deadlineMargin": "10m"})},
 		{"deadlineMargin 1m30s", withMaintenance(map[string]any{"deadlineMargin": "1m30s"})},
 		{"Freeze: Drain", withMaintenance(map[string]any{"actions": map[string]any{"Freeze": "Drain"}})},
