@@ -3,7 +3,8 @@
 // node has drifted from its pool's template (Drift), grown older than the
 // pool's expireAfter (Expiry), or is held by a do-not-disrupt annotation or a
 // paused pool (Protected). Candidates puts the first two together in the
-// order a rollout takes them.
+// order a rollout takes them, and Explain tells, for one node, what all of
+// them and the pool's budgets make of it (`sluice explain node`).
 //
 // Everything here is a pure function of the objects and the time passed in,
 // so the disruption controller, `sluice explain` and a dry run reach the same

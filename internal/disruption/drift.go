@@ -15,10 +15,11 @@ import (
 type Difference struct {
 	// Field is what differs: labels[key], taints[key=value:Effect],
 	// instanceType, image, capacity or kubelet.
-	Field string
+	Field string `json:"field"`
 	// Want is what the template asks for, Got what the node has ("" when it
 	// has none).
-	Want, Got string
+	Want string `json:"want"`
+	Got  string `json:"got"`
 }
 
 // String reads as a line of kubectl describe: "image: want X, node has Y".

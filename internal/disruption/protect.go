@@ -16,13 +16,13 @@ import (
 // stops maintenance: the cloud takes the node anyway.
 type Protection struct {
 	// Reason is a stable code, one of the Reason constants.
-	Reason string
+	Reason string `json:"reason"`
 	// Message names the object and the annotation or setting that protects
 	// the node, and says how to lift it.
-	Message string
+	Message string `json:"message"`
 	// Until is when the protection lapses by itself; zero when it holds
 	// until someone changes the object.
-	Until time.Time
+	Until time.Time `json:"until,omitzero"`
 }
 
 // Protection reasons.

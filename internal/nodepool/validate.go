@@ -24,8 +24,8 @@ const (
 // nodes get the default maintenance policy if its selector is the problem;
 // nothing is disrupted voluntarily otherwise) while other pools carry on.
 type Problem struct {
-	Reason  string
-	Message string
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 func (p *Problem) Error() string { return p.Message }

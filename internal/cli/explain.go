@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
+	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/internal/nodepool"
+)
+
+func newExplainCommand() *cobra.Command {
+	var client kube.ClientFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "explain node NODE",
+		Short: "Say why sluice is or is not disrupting a node, what holds it, and what would let it go",
+		Long: `Explain reads a node, its NodePool, the pool's other nodes and the pods on the node, and says
+with the functions the controller decides with: which pool the node follows (or none: defaults
+only), whether sluice manages the pool's machines, the node's disruption and maintenance records,
+who cordoned it and whether a drain holds it, how it differs from its pool's template, when it
+expires, what protects it, and what the budget for its reason allows now and when that changes.
+It ends with a verdict: will be replaced, waits for the budget, protected, paused, reported only.
+It needs no controller running.
+
+Exit status: 0 success, 1 an error (such as a node that does not exist).`,
+		Example: `  sluice explain node aks-user-12345678-vmss000002
+  sluice explain node aks-user-12345678-vmss000002 -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
+			name, err := explainTarget(args)
+			if err != nil {
+				return err
+			}
+			kc, cfg, err := client.Client()
+			if err != nil {
+				return err
+			}
+			dyn, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("building a client: %w", err)
+			}
+			return runExplain(cmd.Context(), cmd.OutOrStdout(), kc, dyn, name, format, clock.RealClock{}.Now())
+		},
+	}
+	client.AddFlags(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	return cmd
+}
+
+// explainTarget reads `node NAME` from the arguments.
+func explainTarget(args []string) (string, error) {
+	switch {
+	case len(args) == 0:
+		return "", errors.New("name what to explain: `sluice explain node NODE`")
+	case args[0] != "node":
+		return "", fmt.Errorf("cannot explain %q: sluice explains nodes, as in `sluice explain node NODE`", args[0])
+	case len(args) == 1:
+		return "", errors.New("`sluice explain node` needs a node name: `sluice explain node NODE` (list them with `kubectl get nodes`)")
+	case len(args) > 2:
+		return "", fmt.Errorf("`sluice explain node` explains one node at a time; got %d: %s", len(args)-1, strings.Join(args[1:], ", "))
+	}
+	return args[1], nil
+}
+
+func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, name string, format outputFormat, now time.Time) error {
+	node, err := kc.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s not found: list the nodes with `kubectl get nodes`", name)
+	}
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", name, err)
+	}
+	all, _, err := listPools(ctx, dyn)
+	if err != nil {
+		return err
+	}
+	in := disruption.ExplainInput{Node: node, Now: now}
+	pool, forErr := nodepool.For(node, all)
+	if pool != nil {
+		nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing nodes: %w", err)
+		}
+		in.Pool, in.Members = pool, poolctrl.Members(pool, nodes.Items, all)
+		in.ProviderReady = meta.FindStatusCondition(pool.Status.Conditions, poolctrl.ConditionProviderReady)
+	}
+	pods, err := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
+	if err != nil {
+		return fmt.Errorf("listing the pods on node %s: %w", name, err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName == name {
+			in.Pods = append(in.Pods, &pods.Items[i])
+		}
+	}
+	if event, phase, ok := mcontroller.PhaseOf(node); ok {
+		in.Maintenance = &disruption.Maintenance{Event: event, Phase: string(phase)}
+	}
+	e := disruption.Explain(in)
+	if forErr != nil {
+		// Several pools select the node, or a pool's selector cannot be
+		// read: the node follows the pool For chose, and the user should
+		// know why.
+		e.Notes = append(e.Notes, strings.Split(forErr.Error(), "\n")...)
+	}
+	if format == outputJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(e)
+	}
+	writeExplanation(out, e, now)
+	return nil
+}
+
+// writeExplanation prints the facts as kubectl describe does, then the
+// verdict.
+func writeExplanation(out io.Writer, e disruption.Explanation, now time.Time) {
+	tw := tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
+	row := func(key, format string, args ...any) { fmt.Fprintf(tw, "%s:\t%s\n", key, fmt.Sprintf(format, args...)) }
+	more := func(format string, args ...any) { fmt.Fprintf(tw, "\t%s\n", fmt.Sprintf(format, args...)) }
+
+	row("Node", "%s", e.Node)
+	if p := e.Pool; p == nil {
+		row("Pool", "no pool: defaults only")
+	} else {
+		managed := "managed: sluice creates and deletes its machines"
+		if !p.Managed {
+			managed = "not managed: sluice only reports the nodes it would replace"
+		}
+		row("Pool", "%s (provider %s, %s)", p.Name, p.Provider, managed)
+		if c := p.ProviderReady; c != nil && p.Managed {
+			more("ProviderReady %s (%s): %s", c.Status, c.Reason, c.Message)
+		}
+		more("%d nodes, %d out of service; paused: %s", p.Nodes, p.Disrupting, yesNo(p.Paused))
+		if p.Problem != nil {
+			more("cannot be applied (%s): %s", p.Problem.Reason, p.Problem.Message)
+		}
+	}
+	switch r := e.Record; {
+	case e.RecordError != "":
+		row("Disruption", "unreadable: %s", e.RecordError)
+	case r == nil:
+		row("Disruption", "none")
+	default:
+		s := fmt.Sprintf("%s, %s since %s", r.Reason, r.Phase, timeAndDistance(r.Since, now))
+		if r.Replacement != "" {
+			s += ", replacement " + r.Replacement
+		}
+		row("Disruption", "%s", s)
+	}
+	if m := e.Maintenance; m != nil {
+		row("Maintenance", "event %s, phase %s", m.Event, m.Phase)
+	} else {
+		row("Maintenance", "none")
+	}
+	switch {
+	case !e.Cordoned:
+		row("Cordoned", "no")
+	case e.CordonedBy == "":
+		row("Cordoned", "yes, outside sluice (no sluice.dev/cordoned-by)")
+	default:
+		row("Cordoned", "yes, by %s", e.CordonedBy)
+	}
+	if c := e.DrainClaim; c != nil {
+		holder := c.Holder
+		if holder == "" {
+			holder = "an unnamed drain"
+		}
+		row("Drain", "held by %s until %s unless renewed", holder, timeAndDistance(c.Until, now))
+	}
+	if e.Deleting {
+		row("Deleting", "yes")
+	}
+	if e.OutOfService != "" {
+		row("Out of service", "%s (counts against the pool's budgets)", e.OutOfService)
+	}
+	if e.Pool != nil {
+		if len(e.Differences) == 0 {
+			row("Drift", "none")
+		}
+		for i, d := range e.Differences {
+			if i == 0 {
+				row("Drift", "%s", d)
+			} else {
+				more("%s", d)
+			}
+		}
+		switch x := e.Expiry; {
+		case x == nil:
+			row("Expiry", "never")
+		case x.Expired:
+			row("Expiry", "expired at %s", timeAndDistance(x.At, now))
+		default:
+			row("Expiry", "at %s", timeAndDistance(x.At, now))
+		}
+	}
+	if p := e.Protection; p != nil {
+		row("Protection", "%s", p.Message)
+	} else if e.Pool != nil {
+		row("Protection", "none")
+	}
+	if b := e.Budget; b != nil {
+		writeExplainBudget(row, more, b, e.OlderCandidates, now)
+	}
+	for i, n := range e.Notes {
+		if i == 0 {
+			row("Notes", "%s", n)
+		} else {
+			more("%s", n)
+		}
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "\nVerdict: %s\n", e.Verdict.Message)
+}
+
+func writeExplainBudget(row func(string, string, ...any), more func(string, ...any), b *disruption.BudgetFacts, older int, now time.Time) {
+	if b.Error != "" {
+		row("Budget", "%s: cannot be read, so nothing is allowed: %s", b.Reason, b.Error)
+		return
+	}
+	binding := "no budget applies"
+	if b.Binding != "" {
+		binding = "budget " + b.Binding
+	}
+	row("Budget", "%s: %d of %d allowed now (%s; %d out of service)", b.Reason, b.Allowed, b.Limit, binding, b.Disrupting)
+	switch {
+	case older == 1:
+		more("1 older candidate comes first")
+	case older > 1:
+		more("%d older candidates come first", older)
+	}
+	if c := b.NextChange; c != nil {
+		what := "the budgets change"
+		if c.Budget != "" {
+			what = "the window of " + c.Budget + " " + opensOrCloses(c.Opens)
+		}
+		more("%s at %s (then %d allowed)", what, timeAndDistance(c.At, now), c.Allowed)
+	}
+}

@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+func TestExplainTarget(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the node, or a part of the error
+		ok   bool
+	}{
+		{args: []string{"node", "n1"}, want: "n1", ok: true},
+		{args: nil, want: "sluice explain node NODE"},
+		{args: []string{"n1"}, want: `cannot explain "n1": sluice explains nodes`},
+		{args: []string{"pod", "web"}, want: `cannot explain "pod"`},
+		{args: []string{"node"}, want: "needs a node name"},
+		{args: []string{"node", "n1", "n2"}, want: "one node at a time; got 2: n1, n2"},
+	} {
+		got, err := explainTarget(tc.args)
+		switch {
+		case tc.ok && (err != nil || got != tc.want):
+			t.Errorf("explainTarget(%q) = %q, %v; want %q", tc.args, got, err, tc.want)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("explainTarget(%q) = %q, %v; want an error saying %q", tc.args, got, err, tc.want)
+		}
+	}
+}
+
+// TestExplainArgumentsBeforeTheCluster: bad arguments are refused before any
+// kubeconfig is read.
+func TestExplainArgumentsBeforeTheCluster(t *testing.T) {
+	cmd := NewRootCommand()
+	cmd.SetArgs([]string{"explain", "pod", "web", "--kubeconfig", "/nonexistent"})
+	cmd.SetOut(&bytes.Buffer{})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "sluice explains nodes") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestExplainNodeNotFound(t *testing.T) {
+	kc, dyn := cluster(t)
+	err := runExplain(context.Background(), &bytes.Buffer{}, kc, dyn, "nope", outputText, now)
+	if err == nil || !strings.Contains(err.Error(), "node nope not found") || !strings.Contains(err.Error(), "kubectl get nodes") {
+		t.Fatalf("error %v; want one naming the node and how to list nodes", err)
+	}
+	var coded exitCoder
+	if errors.As(err, &coded) {
+		t.Errorf("a missing node exits %d; want %d", coded.ExitCode(), ExitError)
+	}
+}
+
+func TestExplainText(t *testing.T) {
+	kc, dyn := cluster(t)
+	for _, tc := range []struct {
+		node string
+		says []string
+	}{
+		{node: "gpu-1", says: []string{
+			"Node:        gpu-1",
+			"Pool:        gpu (provider none, not managed: sluice only reports the nodes it would replace)",
+			"Drift:       image: want img-2, node has img-1",
+			"Expiry:      at 2026-06-02T09:00:00Z, in 20h",
+			"Budget:      Drifted: 1 of 1 allowed now (budget nodes 10%; 0 out of service)",
+			"\nVerdict: would be replaced (Drifted: image: want img-2, node has img-1), but reported only",
+		}},
+		{node: "spot-1", says: []string{
+			"ProviderReady False (QuotaExceeded): the account's quota is used up",
+			"Protection:  pod shop/db is annotated sluice.dev/do-not-disrupt=true",
+			`the window of nodes 0 for [Drifted] during "0 9 * * mon-fri" for 8h0m0s closes at 2026-06-01T17:00:00Z, in 4h (then 1 allowed)`,
+			"\nVerdict: protected: pod shop/db",
+		}},
+		{node: "spot-2", says: []string{"Drift:       none", "Verdict: not a candidate: matches its template and never expires"}},
+		{node: "lonely", says: []string{"Pool:        no pool: defaults only", "Verdict: no pool: defaults only"}},
+	} {
+		t.Run(tc.node, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := runExplain(context.Background(), &out, kc, dyn, tc.node, outputText, now); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("explain does not show %q:\n%s", s, out.String())
+				}
+			}
+		})
+	}
+}
+
+func TestExplainJSON(t *testing.T) {
+	kc, dyn := cluster(t)
+	explain := func(node string) (disruption.Explanation, map[string]any) {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runExplain(context.Background(), &out, kc, dyn, node, outputJSON, now); err != nil {
+			t.Fatal(err)
+		}
+		var e disruption.Explanation
+		var raw map[string]any
+		if err := json.Unmarshal(out.Bytes(), &e); err != nil {
+			t.Fatalf("-o json: %v\n%s", err, out.String())
+		}
+		_ = json.Unmarshal(out.Bytes(), &raw)
+		return e, raw
+	}
+	e, raw := explain("gpu-1")
+	if e.Verdict.Code != disruption.VerdictReportedOnly || e.Candidate != v1alpha1.ReasonDrifted || len(e.Differences) != 1 || e.Differences[0].Field != "image" {
+		t.Errorf("gpu-1: %+v", e)
+	}
+	for _, key := range []string{"node", "pool", "cordoned", "differences", "expiry", "candidate", "budget", "verdict"} {
+		if _, ok := raw[key]; !ok {
+			t.Errorf("JSON lacks %q", key)
+		}
+	}
+	if e, raw := explain("lonely"); e.Verdict.Code != disruption.VerdictNoPool || raw["pool"] != nil {
+		t.Errorf("lonely: %+v", e)
+	}
+}
+
+// TestExplainSaysWhenPoolsOverlap: a node two pools select follows the
+// oldest, and explain says so.
+func TestExplainSaysWhenPoolsOverlap(t *testing.T) {
+	twin := &v1alpha1.NodePool{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodePool"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-twin", CreationTimestamp: metav1.NewTime(now.Add(time.Hour))},
+		Spec:       v1alpha1.NodePoolSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "gpu"}}},
+	}
+	kc, dyn := cluster(t, twin)
+	var out bytes.Buffer
+	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", outputText, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "node gpu-1 is selected by 2 node pools (gpu, gpu-twin); it follows the oldest, gpu") {
+		t.Errorf("explain does not say the pools overlap:\n%s", out.String())
+	}
+}

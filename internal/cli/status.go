@@ -1,0 +1,341 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/budget"
+	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// expiringWindow is how far ahead status counts nodes about to expire.
+const expiringWindow = 24 * time.Hour
+
+// statusReport is what `sluice status -o json` prints. Its field names are
+// part of the CLI contract.
+type statusReport struct {
+	// Time is when the report was computed; every count is as of then.
+	Time  time.Time    `json:"time"`
+	Pools []poolStatus `json:"pools"`
+}
+
+// poolStatus is one NodePool, computed from its nodes.
+type poolStatus struct {
+	Name       string `json:"name"`
+	Nodes      int    `json:"nodes"`
+	Disrupting int    `json:"disrupting"`
+	// Drifted and Expired count the candidates by their reason, as the
+	// controller's status does: a node both drifted and expired is drifted.
+	Drifted      int            `json:"drifted"`
+	Expired      int            `json:"expired"`
+	ExpiringSoon int            `json:"expiringWithin24h"`
+	Provider     providerStatus `json:"provider"`
+	Paused       bool           `json:"paused"`
+	// Ready says whether the pool can be applied; Problem says why not.
+	Ready   bool              `json:"ready"`
+	Problem *nodepool.Problem `json:"problem,omitempty"`
+	// Budgets are, per disruption reason, what the budgets allow now.
+	Budgets []disruption.BudgetFacts `json:"budgets"`
+	// NextBudgetChange is when a scheduled budget next opens or closes.
+	NextBudgetChange *time.Time `json:"nextBudgetChange,omitempty"`
+}
+
+// providerStatus is the pool's provider and what the controller last said
+// of it.
+type providerStatus struct {
+	Name    v1alpha1.ProviderName `json:"name"`
+	Managed bool                  `json:"managed"`
+	// Ready is the ProviderReady condition's status: True, False, or
+	// Unknown when no controller has reported on a managed pool; empty for
+	// provider none.
+	Ready   metav1.ConditionStatus `json:"ready,omitempty"`
+	Reason  string                 `json:"reason,omitempty"`
+	Message string                 `json:"message,omitempty"`
+}
+
+func newStatusCommand() *cobra.Command {
+	var client kube.ClientFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status [POOL...]",
+		Short: "Show each NodePool's nodes, what has drifted or expired, and what its budgets allow now",
+		Long: `Status reads the NodePools and their nodes and computes, with the functions the controller
+decides with, each pool's nodes, how many are out of service (disrupting), drifted from the
+template, expired or expiring within 24h; its provider; whether it is paused or cannot be applied;
+and, per disruption reason, how many more nodes the budgets allow now, which budget binds, and
+when a scheduled budget next opens or closes. It needs no controller running.
+
+Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
+		Example: `  sluice status
+  sluice status spot gpu
+  sluice status -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
+			kc, cfg, err := client.Client()
+			if err != nil {
+				return err
+			}
+			dyn, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("building a client: %w", err)
+			}
+			return runStatus(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args, format, clock.RealClock{}.Now())
+		},
+	}
+	client.AddFlags(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	return cmd
+}
+
+func runStatus(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, names []string, format outputFormat, now time.Time) error {
+	all, installed, err := listPools(ctx, dyn)
+	if err != nil {
+		return err
+	}
+	chosen, err := choosePools(all, names, installed)
+	if err != nil {
+		return err
+	}
+	report := statusReport{Time: now, Pools: []poolStatus{}}
+	if len(chosen) > 0 {
+		nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing nodes: %w", err)
+		}
+		for _, p := range chosen {
+			report.Pools = append(report.Pools, summarizePool(p, poolctrl.Members(p, nodes.Items, all), now))
+		}
+	}
+	if format == outputJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	if len(report.Pools) == 0 {
+		msg := "No NodePools found."
+		if !installed {
+			msg = "No NodePools found: the NodePool CRD is not installed (the sluice Helm chart installs it)."
+		}
+		fmt.Fprintln(out, msg)
+		return nil
+	}
+	writeStatus(out, report)
+	return nil
+}
+
+// listPools lists the NodePools; installed is false when the cluster does
+// not serve the NodePool CRD, which means no pools rather than an error.
+func listPools(ctx context.Context, dyn dynamic.Interface) (pools []v1alpha1.NodePool, installed bool, err error) {
+	pools, err = nodepool.List(ctx, dyn)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil, false, nil
+	}
+	return pools, err == nil, err
+}
+
+// choosePools picks the named pools from all, in the order named; every pool
+// when none is named.
+func choosePools(all []v1alpha1.NodePool, names []string, installed bool) ([]*v1alpha1.NodePool, error) {
+	if len(names) == 0 {
+		out := make([]*v1alpha1.NodePool, len(all))
+		for i := range all {
+			out[i] = &all[i]
+		}
+		return out, nil
+	}
+	var out []*v1alpha1.NodePool
+	for _, name := range names {
+		found := false
+		for i := range all {
+			if all[i].Name == name {
+				out, found = append(out, &all[i]), true
+				break
+			}
+		}
+		if !found {
+			if !installed {
+				return nil, fmt.Errorf("node pool %s not found: the NodePool CRD is not installed (the sluice Helm chart installs it)", name)
+			}
+			return nil, fmt.Errorf("node pool %s not found: list the pools with `sluice status` or `kubectl get nodepools`", name)
+		}
+	}
+	return out, nil
+}
+
+// summarizePool computes the pool's status from its member nodes at now.
+func summarizePool(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) poolStatus {
+	s := poolStatus{
+		Name:       pool.Name,
+		Nodes:      len(members),
+		Disrupting: budget.Count(members, disruption.Replacements(members), now),
+		Paused:     disruption.PoolPaused(pool),
+		Provider:   providerOf(pool),
+		Budgets:    []disruption.BudgetFacts{},
+	}
+	for _, c := range disruption.Candidates(pool, members, provider.TemplateHash(pool.Spec.Template), now) {
+		switch c.Reason {
+		case v1alpha1.ReasonDrifted:
+			s.Drifted++
+		case v1alpha1.ReasonExpired:
+			s.Expired++
+		}
+	}
+	for _, n := range members {
+		if at, expired, ok := disruption.Expiry(n, pool.DisruptionSpec(), now); ok && !expired && n.DeletionTimestamp == nil && at.Sub(now) <= expiringWindow {
+			s.ExpiringSoon++
+		}
+	}
+	s.Problem = nodepool.Validate(pool, len(members))
+	s.Ready = s.Problem == nil
+	for _, r := range v1alpha1.DisruptionReasons {
+		b := disruption.BudgetFor(pool, members, r, now)
+		s.Budgets = append(s.Budgets, b)
+		if b.NextChange != nil && s.NextBudgetChange == nil {
+			at := b.NextChange.At
+			s.NextBudgetChange = &at
+		}
+	}
+	return s
+}
+
+func providerOf(pool *v1alpha1.NodePool) providerStatus {
+	p := providerStatus{Name: pool.Spec.Provider.Name, Managed: pool.Spec.Provider.Manages()}
+	if p.Name == "" {
+		p.Name = v1alpha1.ProviderNone
+	}
+	if !p.Managed {
+		return p
+	}
+	c := meta.FindStatusCondition(pool.Status.Conditions, poolctrl.ConditionProviderReady)
+	if c == nil {
+		p.Ready, p.Reason, p.Message = metav1.ConditionUnknown, "NotReported", "no controller has reported on the pool's provider"
+		return p
+	}
+	p.Ready, p.Reason, p.Message = c.Status, c.Reason, c.Message
+	return p
+}
+
+// writeStatus prints one line per pool, like kubectl get, then each pool's
+// budgets and problems.
+func writeStatus(out io.Writer, r statusReport) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPROVIDER\tNODES\tDISRUPTING\tDRIFTED\tEXPIRED\tEXPIRING-24H\tPAUSED\tREADY")
+	for _, p := range r.Pools {
+		ready := "True"
+		if p.Problem != nil {
+			ready = "False (" + p.Problem.Reason + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, providerColumn(p.Provider),
+			p.Nodes, p.Disrupting, p.Drifted, p.Expired, p.ExpiringSoon, yesNo(p.Paused), ready)
+	}
+	_ = tw.Flush()
+	for _, p := range r.Pools {
+		fmt.Fprintf(out, "\n%s:\n", p.Name)
+		if p.Problem != nil {
+			fmt.Fprintf(out, "  not Ready (%s): %s\n", p.Problem.Reason, p.Problem.Message)
+		}
+		if p.Provider.Managed && p.Provider.Ready != metav1.ConditionTrue {
+			fmt.Fprintf(out, "  provider %s: ProviderReady %s (%s): %s\n", p.Provider.Name, p.Provider.Ready, p.Provider.Reason, p.Provider.Message)
+		}
+		writeBudgets(out, p, r.Time)
+	}
+}
+
+// writeBudgets prints what the pool's budgets allow now, per reason, and
+// after their next scheduled change.
+func writeBudgets(out io.Writer, p poolStatus, now time.Time) {
+	var change *disruption.BudgetChange
+	for _, b := range p.Budgets {
+		if b.Error != "" {
+			fmt.Fprintf(out, "  budgets cannot be read, so they allow nothing: %s\n", b.Error)
+			return
+		}
+		if change == nil {
+			change = b.NextChange
+		}
+	}
+	next := "no scheduled budget changes"
+	if change != nil {
+		next = "next change at " + timeAndDistance(change.At, now)
+		if change.Budget != "" {
+			next += ": the window of " + change.Budget + " " + opensOrCloses(change.Opens)
+		}
+	}
+	fmt.Fprintf(out, "  budgets now (%s):\n", next)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	header := "  REASON\tALLOWED\tBINDING BUDGET"
+	if change != nil {
+		header += "\tAFTER THE CHANGE"
+	}
+	fmt.Fprintln(tw, header)
+	for _, b := range p.Budgets {
+		binding := b.Binding
+		if binding == "" {
+			binding = "(none applies)"
+		}
+		line := fmt.Sprintf("  %s\t%d of %d\t%s", b.Reason, b.Allowed, b.Limit, binding)
+		if b.NextChange != nil {
+			line += fmt.Sprintf("\t%d allowed", b.NextChange.Allowed)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
+}
+
+func opensOrCloses(opens bool) string {
+	if opens {
+		return "opens"
+	}
+	return "closes"
+}
+
+func providerColumn(p providerStatus) string {
+	if !p.Managed {
+		return string(p.Name)
+	}
+	switch p.Ready {
+	case metav1.ConditionTrue:
+		return string(p.Name) + " (Ready)"
+	case metav1.ConditionFalse:
+		return string(p.Name) + " (NotReady: " + p.Reason + ")"
+	}
+	return string(p.Name) + " (unknown)"
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// timeAndDistance is a time as RFC 3339, and how far it is from now.
+func timeAndDistance(t, now time.Time) string {
+	s := t.UTC().Format(time.RFC3339)
+	if d := t.Sub(now); d >= 0 {
+		return s + ", in " + duration.HumanDuration(d)
+	}
+	return s + ", " + duration.HumanDuration(now.Sub(t)) + " ago"
+}
