@@ -180,7 +180,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		if machines == nil {
 			machines = noMachines{}
 		}
-		pc := nodepool.NewController(mgr.GetClient(), opts.Clock, machines, nodepool.Options{
+		pc := nodepool.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, machines, nodepool.Options{
 			DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn,
 			Recorder: recorder, Metrics: nodepool.NewMetrics(opts.Registry), Log: opts.Log.With("component", "nodepool"),
 		})

@@ -255,7 +255,10 @@ func (c *Controller) admit(ctx context.Context, node *corev1.Node, pool *v1alpha
 		node.Annotations = map[string]string{}
 	}
 	node.Annotations[v1alpha1.AnnotationDisruption] = next.String()
-	if err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice")); err != nil {
+	// Admissions are serialized here and only this controller writes the
+	// Terminating record, so the patch needs no lock (a lock would fail on
+	// every status heartbeat of the node).
+	if err := c.kube.Patch(ctx, node, client.MergeFrom(orig), client.FieldOwner("sluice")); err != nil {
 		return 0, fmt.Errorf("recording the termination of node %s: %w", node.Name, err)
 	}
 	if rec == nil {

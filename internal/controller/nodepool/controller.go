@@ -61,7 +61,10 @@ type Options struct {
 
 // Controller reconciles NodePools.
 type Controller struct {
-	kube     client.Client
+	kube client.Client
+	// live reads from the API server, for the one question the cache may
+	// answer stale: was the node marked already?
+	live     client.Reader
 	clock    clock.Clock
 	machines Machines
 	opts     Options
@@ -86,7 +89,7 @@ type providerFailure struct {
 }
 
 // NewController returns the controller; SetupWithManager registers it.
-func NewController(kube client.Client, clk clock.Clock, machines Machines, opts Options) *Controller {
+func NewController(kube client.Client, live client.Reader, clk clock.Clock, machines Machines, opts Options) *Controller {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -96,7 +99,7 @@ func NewController(kube client.Client, clk clock.Clock, machines Machines, opts 
 	if opts.PodsOn == nil {
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
-	return &Controller{kube: kube, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{}}
+	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{}}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/budget"
@@ -85,7 +86,9 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 			break
 		}
 		if err := c.choose(ctx, pool, cand, now); err != nil {
-			errs = append(errs, err)
+			if !errors.Is(err, errMarked) {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		disrupting++
@@ -106,7 +109,7 @@ func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand d
 		return nil
 	}
 	rec := disruption.Record{Reason: cand.Reason, Phase: disruption.PhaseLaunching, Since: now, Message: why}
-	if err := c.setRecord(ctx, n, &rec); err != nil {
+	if err := c.markNode(ctx, n, rec); err != nil {
 		return err
 	}
 	c.mark(n.Name, now)
@@ -129,7 +132,15 @@ func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *cor
 	at := now
 	rec.LaunchedAt = &at
 	c.opts.Log.Info("replacement launched", "node", n.Name, "replacement", m.Name, "nodepool", pool.Name, "instanceType", m.InstanceType)
-	return c.setRecord(ctx, n, &rec)
+	if err := c.setRecord(ctx, n, &rec); err != nil {
+		// Unnamed on the node, the machine would be made again: take it
+		// back now rather than leave it to grow the pool.
+		if derr := c.machines.DeleteMachine(ctx, pool, m.Name); derr != nil {
+			c.opts.Log.Error("deleting a replacement whose record could not be written; it stays in the pool", "replacement", m.Name, "err", derr)
+		}
+		return err
+	}
+	return nil
 }
 
 // advance moves a node whose replacement is on its way: once the replacement
@@ -189,8 +200,10 @@ func (c *Controller) abandon(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	return c.setRecord(ctx, n, nil)
 }
 
-// setRecord writes (or, with nil, removes) the node's record with an
-// optimistic lock, so two writers never both think they chose the node.
+// setRecord writes (or, with nil, removes) the node's record. Only the
+// controller that marked a node writes its record, so a plain merge patch of
+// the one annotation is safe and cannot fail on the node's other changes
+// (status heartbeats, finalizers); the first mark is written by mark.
 func (c *Controller) setRecord(ctx context.Context, n *corev1.Node, rec *disruption.Record) error {
 	orig := n.DeepCopy()
 	if rec == nil {
@@ -201,10 +214,45 @@ func (c *Controller) setRecord(ctx context.Context, n *corev1.Node, rec *disrupt
 		}
 		n.Annotations[v1alpha1.AnnotationDisruption] = rec.String()
 	}
-	if err := c.kube.Patch(ctx, n, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice")); err != nil {
+	if err := c.kube.Patch(ctx, n, client.MergeFrom(orig), client.FieldOwner("sluice")); err != nil {
 		return fmt.Errorf("recording the disruption of node %s: %w", n.Name, err)
 	}
 	return nil
+}
+
+// errMarked: another writer marked the node first.
+var errMarked = errors.New("the node is already marked")
+
+// markNode writes the first record on a node with an optimistic lock, so two
+// writers never both choose it; when the cached copy was stale it reads the
+// node from the API server and tries again, as long as the node is still
+// unmarked and in service.
+func (c *Controller) markNode(ctx context.Context, n *corev1.Node, rec disruption.Record) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		orig := n.DeepCopy()
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[v1alpha1.AnnotationDisruption] = rec.String()
+		err := c.kube.Patch(ctx, n, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice"))
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("marking node %s: %w", n.Name, err)
+			}
+			return nil
+		}
+		// The cache lagged the node: read it live (the one read the cache
+		// cannot answer) and decide again.
+		fresh := &corev1.Node{}
+		if gerr := c.live.Get(ctx, client.ObjectKeyFromObject(n), fresh); gerr != nil {
+			return fmt.Errorf("reading node %s: %w", n.Name, gerr)
+		}
+		if _, marked := fresh.Annotations[v1alpha1.AnnotationDisruption]; marked || !fresh.DeletionTimestamp.IsZero() {
+			return errMarked
+		}
+		*n = *fresh
+		return err
+	})
 }
 
 // report tells, for a pool whose machines sluice does not manage, which
