@@ -132,6 +132,7 @@ func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *cor
 	at := now
 	rec.LaunchedAt = &at
 	c.opts.Log.Info("replacement launched", "node", n.Name, "replacement", m.Name, "nodepool", pool.Name, "instanceType", m.InstanceType)
+	c.rememberLaunch(n.Name, m.Name, now)
 	if err := c.setRecord(ctx, n, &rec); err != nil {
 		// Unnamed on the node, the machine would be made again: take it
 		// back now rather than leave it to grow the pool.
@@ -149,6 +150,9 @@ func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *cor
 func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
 	if c.opts.DryRun {
 		return nil
+	}
+	if asked := c.launchedFor(n.Name, rec.Replacement, now); asked != "" {
+		return nil // the cache does not show the replacement asked for yet
 	}
 	if rec.Replacement == "" {
 		// Chosen, but the controller stopped before the provider answered.
