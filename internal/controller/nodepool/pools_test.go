@@ -49,6 +49,10 @@ func TestDriftReplacesEveryNodeWithinTheBudget(t *testing.T) {
 	})
 	a.check(t, 3)
 	s.env.WaitForPods(t, "app=web", 20)
+	// Nothing leaked: the provider holds exactly the pool's 10 machines.
+	if machines, err := s.kwok.List(context.Background(), s.name); err != nil || len(machines) != 10 {
+		t.Errorf("the provider holds %d machines for the pool after the rollout (err %v), want 10", len(machines), err)
+	}
 	if p := s.pool(t); p.Status.Drifted != 0 {
 		t.Errorf("status.drifted = %d after the rollout, want 0", p.Status.Drifted)
 	}
