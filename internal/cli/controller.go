@@ -101,7 +101,7 @@ func newControllerCommand() *cobra.Command {
 	fs.IntVar(&f.workers, "workers", defaultWorkers, "nodes reconciled at once (drains run beside them)")
 	fs.StringVar(&f.identity, "identity", envOr("POD_NAME", host), "this replica's name on the Lease and on drain claims (env POD_NAME)")
 	fs.StringSliceVar(&f.providers, "providers", nil, "machine providers this controller runs for NodePools that name them (kwok: the sandbox's simulated cloud); a pool whose provider is not listed is only reported on")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "NodePools: decide and report (status, Events, logs) which nodes would be replaced or terminated, and change no node or machine")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report (NodePool status, WouldAct and WouldReplace Events, logs) what would be done about maintenance events, drift, expiry and deleted nodes, and change no node or machine")
 	fs.DurationVar(&f.registration, "registration-timeout", 10*time.Minute, "how long a replacement machine may take to become a Ready node before it is given up and deleted (the old node stays in service)")
 	fs.StringVar(&f.podNamespace, "pod-namespace", envOr("POD_NAMESPACE", ""), "namespace of the controller's own pod, evicted last when it runs on a node it drains (env POD_NAMESPACE)")
 	return cmd

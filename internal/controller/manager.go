@@ -78,8 +78,8 @@ type Options struct {
 	// Machines makes and deletes the machines of pools with a provider;
 	// nil: no provider is enabled, and such pools report ProviderReady=False.
 	Machines Machines
-	// DryRun: the NodePool and deletion controllers decide and report,
-	// and change no node and no machine.
+	// DryRun: every controller decides and reports (status, Events, logs),
+	// and changes no node and no machine.
 	DryRun bool
 	// RegistrationTimeout bounds how long a replacement may take to become
 	// a Ready node.
@@ -206,6 +206,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		PodsOn:   shared.PodsOn,
 		Policies: policies,
 		Recorder: recorder, // already sends to the webhook
+		DryRun:   opts.DryRun,
 		Metrics:  maintenance.NewMetrics(opts.Registry),
 		Log:      opts.Log.With("component", "maintenance"),
 	})

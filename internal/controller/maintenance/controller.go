@@ -52,7 +52,10 @@ type Options struct {
 	Metrics *Metrics
 	// BlockedRetry is how long to wait before draining a blocked node again.
 	BlockedRetry time.Duration
-	Log          *slog.Logger
+	// DryRun decides and reports (a WouldAct Event and a log line per
+	// decision) and writes nothing to the node.
+	DryRun bool
+	Log    *slog.Logger
 }
 
 // Controller acts on the maintenance events written onto nodes. It reads

@@ -67,6 +67,10 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 			next = &cur
 		}
 	}
+	if c.opts.DryRun {
+		c.wouldAct(node, next, policy)
+		return 0, nil
+	}
 	switch {
 	case next == nil && !has:
 		return 0, nil
@@ -508,4 +512,21 @@ func (c *Controller) hasOptedInPods(node string) (bool, error) {
 		return false, fmt.Errorf("listing pods on %s: %w", node, err)
 	}
 	return slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return optedIn(p) && p.DeletionTimestamp == nil }), nil
+}
+
+// wouldAct reports, under --dry-run, what the controller would do about the
+// node's strongest event; the recorder's correlator keeps repeats to a
+// handful of Events.
+func (c *Controller) wouldAct(node *corev1.Node, next *maintenance.Event, policy Policy) {
+	if next == nil {
+		return
+	}
+	action := policy.ActionOf(*next)
+	when := "no deadline"
+	if d := deadlineOf(*next, policy); d != nil {
+		when = "drain deadline " + d.UTC().Format(time.RFC3339)
+	}
+	msg := fmt.Sprintf("sluice (dry run): %s %s event %s: would take action %s (%s); nothing was changed", next.Source, next.Type, next.ID, action, when)
+	c.recorder.Event(node, corev1.EventTypeNormal, "WouldAct", msg)
+	c.opts.Log.Info("dry run: would act on maintenance event", "node", node.Name, "id", next.ID, "type", next.Type, "action", action, "pool", policy.Pool)
 }

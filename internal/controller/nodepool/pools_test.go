@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sluice-dev/sluice/internal/controller"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -458,4 +459,43 @@ func TestPreemptDuringDriftIsHandledAtOnce(t *testing.T) {
 		}
 		return fresh == 4, nil
 	})
+}
+
+// `sluice controller --dry-run` decides and reports, and changes nothing:
+// no node is marked, cordoned or deleted, no finalizer is set; each node it
+// would replace gets a WouldReplace Event, and a node with a Preempt a
+// WouldAct Event instead of a cordon and a drain.
+func TestDryRunChangesNothing(t *testing.T) {
+	s := newScene(t, 2, nil)
+	before := s.waitNodes(t, 2, time.Minute)
+	preempt := maintenance.Event{ID: "preempt-dry", Source: maintenance.SourceAzure, Type: maintenance.TypePreempt,
+		Status: maintenance.StatusScheduled, NotBefore: time.Now().Add(time.Minute), Deadline: time.Now().Add(time.Minute)}
+	s.annotateNode(t, before[0], maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAzure, false, []maintenance.Event{preempt}).Encode())
+	s.startWith(t, func(o *controller.Options) { o.DryRun = true })
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	s.env.WaitFor(t, 30*time.Second, "WouldAct on "+before[0], func(context.Context) (bool, error) {
+		return slices.ContainsFunc(s.nodeEvents(t, before[0]), func(e string) bool { return strings.HasPrefix(e, "WouldAct") && strings.Contains(e, "Drain") }), nil
+	})
+	for _, name := range before {
+		s.env.WaitFor(t, 30*time.Second, "WouldReplace on "+name, func(context.Context) (bool, error) {
+			return slices.ContainsFunc(s.nodeEvents(t, name), func(e string) bool { return strings.HasPrefix(e, "WouldReplace") }), nil
+		})
+	}
+	s.holdsFor(t, 3*time.Second, "nothing changed", func(ctx context.Context) bool {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return true
+		}
+		for _, n := range nodes {
+			_, marked := n.Annotations[v1alpha1.AnnotationDisruption]
+			_, recorded := n.Annotations[maintenance.AnnotationState]
+			if marked || recorded || n.Spec.Unschedulable || n.DeletionTimestamp != nil || len(n.Finalizers) > 0 || !slices.Contains(before, n.Name) {
+				return false
+			}
+		}
+		return len(nodes) == 2
+	})
+	if d := s.pool(t).Status.Drifted; d != 2 {
+		t.Errorf("status.drifted = %d under --dry-run, want 2 (the status is still kept)", d)
+	}
 }

@@ -135,9 +135,12 @@ func (s *scene) cleanup() {
 }
 
 // start runs the controller as `sluice controller --providers kwok` does.
-func (s *scene) start(t *testing.T) {
+func (s *scene) start(t *testing.T) { s.startWith(t, nil) }
+
+// startWith runs the controller with its options adjusted by edit.
+func (s *scene) startWith(t *testing.T, edit func(*controller.Options)) {
 	t.Helper()
-	mgr, err := controller.New(s.env.Config, controller.Options{
+	opts := controller.Options{
 		Identity:            "test-" + t.Name(),
 		Workers:             4,
 		RequestTimeout:      30 * time.Second,
@@ -148,7 +151,11 @@ func (s *scene) start(t *testing.T) {
 		SeveralManagers:     true,
 		Machines:            s.machines,
 		RegistrationTimeout: 20 * time.Second,
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	mgr, err := controller.New(s.env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
