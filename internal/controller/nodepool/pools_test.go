@@ -380,7 +380,7 @@ func (s *scene) holdsFor(t *testing.T, window time.Duration, what string, cond f
 	}
 }
 
-var _ = ptr.To[int]
+
 
 // A Preempt in the middle of a drift rollout is handled at once, past the
 // budget, and consumes it: the drift chooses no new node while the
@@ -497,5 +497,54 @@ func TestDryRunChangesNothing(t *testing.T) {
 	})
 	if d := s.pool(t).Status.Drifted; d != 2 {
 		t.Errorf("status.drifted = %d under --dry-run, want 2 (the status is still kept)", d)
+	}
+}
+
+// A pool sluice cannot apply (a budget window that never opens, limits
+// below its size) says why on its Ready condition and is left alone; a
+// healthy pool beside it rolls as usual.
+func TestAnImpossiblePoolIsLeftAloneWhileOthersCarryOn(t *testing.T) {
+	never := "0 0 30 2 *" // the 30th of February
+	broken := newScene(t, 2, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "1", Schedule: &never, Duration: &metav1.Duration{Duration: time.Hour}}}
+	})
+	small := newScene(t, 2, func(p *v1alpha1.NodePool) { p.Spec.Limits = &v1alpha1.Limits{Nodes: ptr.To[int32](1)} })
+	healthy := newScene(t, 2, nil)
+	brokenNodes := broken.waitNodes(t, 2, time.Minute)
+	smallNodes := small.waitNodes(t, 2, time.Minute)
+	before := healthy.waitNodes(t, 2, time.Minute)
+	healthy.start(t)
+	for _, s := range []*scene{broken, small, healthy} {
+		s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	}
+	for s, reason := range map[*scene]string{broken: "InvalidBudget", small: "LimitsBelowSize"} {
+		s.env.WaitFor(t, 30*time.Second, "Ready=False "+reason+" on "+s.name, func(context.Context) (bool, error) {
+			c := meta.FindStatusCondition(s.pool(t).Status.Conditions, "Ready")
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason, nil
+		})
+	}
+	healthy.env.WaitFor(t, 2*time.Minute, "the healthy pool rolled", func(ctx context.Context) (bool, error) {
+		nodes, err := healthy.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) || !ready(n) {
+				return false, nil
+			}
+		}
+		return len(nodes) == 2, nil
+	})
+	for s, names := range map[*scene][]string{broken: brokenNodes, small: smallNodes} {
+		nodes, err := s.nodes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			_, marked := n.Annotations[v1alpha1.AnnotationDisruption]
+			if marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil || !slices.Contains(names, n.Name) {
+				t.Errorf("pool %s cannot be applied, yet node %s was touched", s.name, n.Name)
+			}
+		}
 	}
 }
