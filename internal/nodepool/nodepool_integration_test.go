@@ -282,7 +282,7 @@ func TestAPIServerAcceptsTheLimits(t *testing.T) {
 			"provider": map[string]any{"name": "kwok", "kwok": map[string]any{"bootDelay": "0s", "failure": "NeverJoins"}},
 			"template": map[string]any{"labels": map[string]any{"sluice.dev/test-pool": "x"}, "instanceTypes": []any{"Standard_D4s_v5", "m6i.xlarge"},
 				"capacity": "spot", "image": "AKSUbuntu-2204gen2containerd-202611.01.0", "kubelet": map[string]any{"maxPods": 250},
-				"taints": []any{map[string]any{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}},
+				"taints":        []any{map[string]any{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}},
 				"startupTaints": []any{map[string]any{"key": "cni-not-ready", "effect": "NoSchedule"}}},
 			"limits": map[string]any{"cpu": "1000", "memory": "4Ti", "nodes": 50}}},
 		{"deadlineMargin 10m", withMaintenance(map[string]any{"deadlineMargin": "10m"})},

@@ -271,8 +271,8 @@ func (c *Controller) admit(ctx context.Context, node *corev1.Node, pool *v1alpha
 // deletion disrupt now, not counting deleted nodes still waiting their turn,
 // and whether an older waiting deletion goes first.
 func (c *Controller) room(ctx context.Context, node *corev1.Node, pool *v1alpha1.NodePool, all []v1alpha1.NodePool, now time.Time) (int, bool, error) {
-	var list corev1.NodeList
-	if err := c.kube.List(ctx, &list); err != nil {
+	var list corev1.NodeList // the cache's own objects: read only
+	if err := c.kube.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, false, fmt.Errorf("listing nodes: %w", err)
 	}
 	var members, counted []*corev1.Node

@@ -380,8 +380,6 @@ func (s *scene) holdsFor(t *testing.T, window time.Duration, what string, cond f
 	}
 }
 
-
-
 // A Preempt in the middle of a drift rollout is handled at once, past the
 // budget, and consumes it: the drift chooses no new node while the
 // preempted node is out of service, and finishes once the event is over.

@@ -2,6 +2,7 @@ package nodepool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -156,6 +158,9 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	}
 	if rec.Replacement == "" {
 		// Chosen, but the controller stopped before the provider answered.
+		if _, waiting := c.backingOff(pool.Name, now); waiting {
+			return c.abandon(ctx, pool, n, "the provider refused the pool's last replacement; sluice asks again after a backoff")
+		}
 		return c.launch(ctx, pool, n, *rec, now)
 	}
 	repl := &corev1.Node{}
@@ -208,17 +213,22 @@ func (c *Controller) abandon(ctx context.Context, pool *v1alpha1.NodePool, n *co
 // controller that marked a node writes its record, so a plain merge patch of
 // the one annotation is safe and cannot fail on the node's other changes
 // (status heartbeats, finalizers); the first mark is written by mark.
-func (c *Controller) setRecord(ctx context.Context, n *corev1.Node, rec *disruption.Record) error {
-	orig := n.DeepCopy()
-	if rec == nil {
-		delete(n.Annotations, v1alpha1.AnnotationDisruption)
-	} else {
-		if n.Annotations == nil {
-			n.Annotations = map[string]string{}
+func (c *Controller) setRecord(ctx context.Context, cached *corev1.Node, rec *disruption.Record) error {
+	value := "null" // removes the annotation, whatever the cache last showed
+	if rec != nil {
+		v, err := json.Marshal(rec.String())
+		if err != nil {
+			return err
 		}
-		n.Annotations[v1alpha1.AnnotationDisruption] = rec.String()
+		value = string(v)
 	}
-	if err := c.kube.Patch(ctx, n, client.MergeFrom(orig), client.FieldOwner("sluice")); err != nil {
+	key, err := json.Marshal(v1alpha1.AnnotationDisruption)
+	if err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%s:%s}}}`, key, value)
+	n := cached.DeepCopy() // the cache's object is shared: never written
+	if err := c.kube.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner("sluice")); err != nil {
 		return fmt.Errorf("recording the disruption of node %s: %w", n.Name, err)
 	}
 	return nil
@@ -231,7 +241,8 @@ var errMarked = errors.New("the node is already marked")
 // writers never both choose it; when the cached copy was stale it reads the
 // node from the API server and tries again, as long as the node is still
 // unmarked and in service.
-func (c *Controller) markNode(ctx context.Context, n *corev1.Node, rec disruption.Record) error {
+func (c *Controller) markNode(ctx context.Context, cached *corev1.Node, rec disruption.Record) error {
+	n := cached.DeepCopy() // the cache's object is shared: never written
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		orig := n.DeepCopy()
 		if n.Annotations == nil {
