@@ -66,12 +66,24 @@ func readiness(node *corev1.Node) corev1.ConditionStatus {
 func Count(nodes []*corev1.Node, replacements map[string]bool, now time.Time) int {
 	n := 0
 	for _, node := range nodes {
-		if replacements[node.Name] && node.DeletionTimestamp == nil && !node.Spec.Unschedulable {
+		if _, counts := Disrupting(node, now); !counts {
 			continue
 		}
-		if _, counts := Disrupting(node, now); counts {
-			n++
+		if replacements[node.Name] && booting(node) {
+			continue
 		}
+		n++
 	}
 	return n
+}
+
+// booting says whether the node counts only because it has not turned Ready
+// yet: nothing else (a cordon, a deletion, a record, a drain) marks it.
+func booting(node *corev1.Node) bool {
+	if node.DeletionTimestamp != nil || node.Spec.Unschedulable || readiness(node) == corev1.ConditionTrue {
+		return false
+	}
+	_, marked := node.Annotations[AnnotationDisruption]
+	_, claimed := node.Annotations[drain.AnnotationDrain]
+	return !marked && !claimed
 }

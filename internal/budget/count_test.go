@@ -97,3 +97,36 @@ func TestDisruptingNil(t *testing.T) {
 		t.Errorf("Disrupting(nil) = %q, %t", why, counts)
 	}
 }
+
+// A replacement still booting does not count (the node it replaces does);
+// once it is cordoned, marked or deleted, it counts like any node.
+func TestCountLeavesOutBootingReplacements(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	node := func(name string, ready corev1.ConditionStatus, edit func(*corev1.Node)) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+		if edit != nil {
+			edit(n)
+		}
+		return n
+	}
+	old := node("old", corev1.ConditionTrue, func(n *corev1.Node) { n.Annotations[AnnotationDisruption] = `{"replacement":"new"}` })
+	tests := []struct {
+		name  string
+		nodes []*corev1.Node
+		want  int
+	}{
+		{"booting replacement", []*corev1.Node{old, node("new", corev1.ConditionFalse, nil)}, 1},
+		{"ready replacement", []*corev1.Node{old, node("new", corev1.ConditionTrue, nil)}, 1},
+		{"cordoned replacement", []*corev1.Node{old, node("new", corev1.ConditionFalse, func(n *corev1.Node) { n.Spec.Unschedulable = true })}, 2},
+		{"marked replacement", []*corev1.Node{old, node("new", corev1.ConditionTrue, func(n *corev1.Node) { n.Annotations[AnnotationDisruption] = `{}` })}, 2},
+		{"NotReady node that replaces nothing", []*corev1.Node{old, node("other", corev1.ConditionFalse, nil)}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Count(tt.nodes, map[string]bool{"new": true}, now); got != tt.want {
+				t.Errorf("Count = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -227,6 +227,13 @@ func (q *Queue) Holds(node, key string) bool {
 	return j != nil && j.req.Key == key
 }
 
+// Running reports whether the queue runs or queues any request for node.
+func (q *Queue) Running(node string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.active[node] != nil
+}
+
 // Disrupting counts the nodes draining now, in all and per pool, the drains
 // of others (Outside) included.
 func (q *Queue) Disrupting() (total int, byPool map[string]int) {

@@ -51,7 +51,14 @@ type Machines interface {
 type Queue interface {
 	Submit(termination.Request) (termination.Admission, error)
 	Holds(node, key string) bool
+	// Running says whether the queue runs or queues any request for node.
+	Running(node string) bool
 }
+
+// terminatingRecheck is how often a node being terminated is looked at
+// beside the wake-ups its drain gives: a drain canceled by someone else
+// gives none.
+const terminatingRecheck = 30 * time.Second
 
 // Options configure the controller.
 type Options struct {
@@ -178,6 +185,14 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 	if end.drained {
 		return reconcile.Result{}, c.finish(ctx, node, pool)
 	}
+	if grace, ok := pool.DisruptionSpec().TerminationGracePeriodOrNone(); ok && !c.clock.Now().Before(node.DeletionTimestamp.Add(grace+graceSlack)) {
+		// The grace period is over and the node is still not empty: its
+		// kubelet may be gone and never confirm its pods' end. The machine
+		// goes, as terminationGracePeriod promises.
+		c.event(node, corev1.EventTypeWarning, "TerminationGracePeriodElapsed", fmt.Sprintf(
+			"sluice: terminationGracePeriod %s has passed since the node was deleted; deleting its machine with pods still on it", grace))
+		return reconcile.Result{}, c.finish(ctx, node, pool)
+	}
 	if wait := end.retryAt.Sub(c.clock.Now()); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
@@ -196,10 +211,15 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 	}
 	key := "delete/" + string(node.UID)
 	if c.queue.Holds(node.Name, key) {
-		return reconcile.Result{}, nil
+		return reconcile.Result{RequeueAfter: terminatingRecheck}, nil
 	}
 	if c.opts.DryRun {
 		return reconcile.Result{}, nil
+	}
+	if c.queue.Running(node.Name) {
+		// Another drain (a maintenance event's) empties the node now: let
+		// it finish rather than replace a deadline drain with ours.
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	opts := drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true, Force: true, CordonOwner: "termination"}
 	if grace, ok := pool.DisruptionSpec().TerminationGracePeriodOrNone(); ok {
@@ -219,8 +239,12 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 		}
 		c.event(node, corev1.EventTypeNormal, "Terminating", msg)
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: terminatingRecheck}, nil
 }
+
+// graceSlack lets the drain's own deadline action (deleting what is left)
+// run before the machine is deleted regardless.
+const graceSlack = 10 * time.Second
 
 // admit decides whether a deleted node may start draining now: a node the
 // disruption controller replaced was counted when it was chosen; a node a
@@ -318,8 +342,10 @@ func waitingDeletion(n *corev1.Node) bool {
 	if n.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(n, v1alpha1.FinalizerTermination) {
 		return false
 	}
-	rec, _ := disruption.RecordOf(n)
-	return rec == nil || rec.Phase != disruption.PhaseTerminating
+	// A node the disruption controller chose and deleted was counted when
+	// it was chosen, and is admitted without waiting: it counts.
+	_, recorded := n.Annotations[v1alpha1.AnnotationDisruption]
+	return !recorded
 }
 
 // ending is how a node's last drain ended.

@@ -46,6 +46,12 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	if err != nil {
 		return 0, fmt.Errorf("reading node %s: %w", name, err)
 	}
+	if !node.DeletionTimestamp.IsZero() {
+		// Being deleted: the deletion controller drains it and deletes its
+		// machine. Uncordoning it, or replacing that drain with one of ours,
+		// would only fight it; a drain of ours already running goes on.
+		return 0, nil
+	}
 	if node, err = c.forgetStaleOwner(ctx, node); err != nil {
 		return 0, err
 	}

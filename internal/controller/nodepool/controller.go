@@ -10,7 +10,9 @@ package nodepool
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"log/slog"
 	"sync"
 	"time"
@@ -32,6 +34,7 @@ import (
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
 // Machines makes and removes a pool's machines (internal/provider.Set).
@@ -138,9 +141,11 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 }
 
 // nodeMatters says whether a node's update changes anything a pool reads.
+// A drain claim's renewal (every 10 s per draining node) does not: only its
+// coming and going does.
 func nodeMatters(o, n *corev1.Node) bool {
 	return fmt.Sprint(o.Labels) != fmt.Sprint(n.Labels) ||
-		fmt.Sprint(o.Annotations) != fmt.Sprint(n.Annotations) ||
+		fmt.Sprint(withoutClaim(o.Annotations)) != fmt.Sprint(withoutClaim(n.Annotations)) ||
 		fmt.Sprint(o.Spec.Taints) != fmt.Sprint(n.Spec.Taints) ||
 		o.Spec.Unschedulable != n.Spec.Unschedulable ||
 		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
@@ -186,6 +191,15 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	c.settleMarks(v, now)
 	problem := pools.Validate(pool, v.size)
 	next := v.nextChange
+	if problem != nil && pool.Spec.Provider.Manages() && c.machines.Serves(pool.Spec.Provider.Name) {
+		// Nothing new is chosen in a pool that cannot be applied, but a
+		// replacement already asked for is seen through or given up.
+		wait, _, errs := c.advanceAll(ctx, pool, v, now)
+		next = sooner(next, wait)
+		if err := errors.Join(errs...); err != nil {
+			c.opts.Log.Error("moving replacements along", "nodepool", pool.Name, "err", err)
+		}
+	}
 	if problem == nil {
 		wait, err := c.replace(ctx, pool, v, now)
 		if err != nil {
@@ -291,4 +305,15 @@ func (c *Controller) mark(node string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.marked[node] = now
+}
+
+// withoutClaim is a node's annotations with the drain claim's value blanked
+// (its presence kept).
+func withoutClaim(a map[string]string) map[string]string {
+	if _, ok := a[drain.AnnotationDrain]; !ok {
+		return a
+	}
+	out := maps.Clone(a)
+	out[drain.AnnotationDrain] = ""
+	return out
 }

@@ -28,6 +28,8 @@ type view struct {
 	// expires, a budget window opens or closes; zero when nothing will.
 	nextChange time.Duration
 	podsOn     func(string) ([]*corev1.Pod, error)
+	// replacements name the nodes made to replace nodes still there.
+	replacements map[string]bool
 	// unseen are nodes the controller marked that its cache does not show
 	// marked yet: counted as disrupting, never chosen again.
 	unseen []string
@@ -52,6 +54,7 @@ func observe(pool *v1alpha1.NodePool, nodes []*corev1.Node, podsOn func(string) 
 		}
 	}
 	replacements := disruption.Replacements(nodes)
+	v.replacements = replacements
 	v.disrupting = budget.Count(nodes, replacements, now)
 	v.size = len(nodes)
 	for _, n := range nodes {

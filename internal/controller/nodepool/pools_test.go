@@ -546,3 +546,39 @@ func TestAnImpossiblePoolIsLeftAloneWhileOthersCarryOn(t *testing.T) {
 		}
 	}
 }
+
+// A node cordoned for a maintenance event and then deleted is drained and
+// let go by the deletion controller; the event ending meanwhile does not
+// uncordon it or stop its drain.
+func TestADeletedNodeUnderMaintenanceIsNotUncordoned(t *testing.T) {
+	s := newScene(t, 2, nil)
+	s.workload(t, 2, "1", fixture.ExitsAfter(4), fixture.GracePeriod(10))
+	nodes := s.waitNodes(t, 2, time.Minute)
+	victim := nodes[0]
+	s.start(t)
+	rebalance := maintenance.Event{ID: "rebalance-" + victim, Source: maintenance.SourceAWS, Type: maintenance.TypeRebalance,
+		Status: maintenance.StatusScheduled}
+	s.annotateNode(t, victim, maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAWS, false, []maintenance.Event{rebalance}).Encode())
+	s.env.WaitFor(t, 30*time.Second, victim+" cordoned for the Rebalance, with the finalizer", func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, n); err != nil {
+			return false, err
+		}
+		return n.Spec.Unschedulable && slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination), nil
+	})
+	if err := s.env.Client.CoreV1().Nodes().Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The event ends while the node drains: it must stay cordoned.
+	s.annotateNode(t, victim, maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAWS, false, nil).Encode())
+	s.holdsFor(t, 3*time.Second, victim+" stays cordoned while it is deleted", func(ctx context.Context) bool {
+		n := &corev1.Node{}
+		err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, n)
+		return err != nil || n.Spec.Unschedulable
+	})
+	s.env.WaitFor(t, 90*time.Second, victim+" gone", func(ctx context.Context) (bool, error) {
+		err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, &corev1.Node{})
+		return err != nil && client.IgnoreNotFound(err) == nil, nil
+	})
+	s.env.WaitForPods(t, "app=web", 2)
+}

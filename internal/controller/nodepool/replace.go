@@ -32,24 +32,7 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		c.report(pool, v)
 		return 0, nil
 	}
-	var wait time.Duration
-	var errs []error
-	launching := 0
-	for _, n := range v.nodes {
-		rec, err := disruption.RecordOf(n)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if rec == nil || rec.Phase != disruption.PhaseLaunching || !n.DeletionTimestamp.IsZero() {
-			continue
-		}
-		launching++
-		if err := c.advance(ctx, pool, n, rec, now); err != nil {
-			errs = append(errs, err)
-		}
-		wait = launchingRecheck
-	}
+	wait, pending, errs := c.advanceAll(ctx, pool, v, now)
 	if why := pausedBy(pool); why != "" {
 		return wait, errors.Join(errs...)
 	}
@@ -60,7 +43,11 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 	budgets := pool.DisruptionSpec().BudgetsOrDefault()
 	for _, cand := range v.candidates {
 		n := cand.Node
-		if rec, err := disruption.RecordOf(n); rec != nil || err != nil || !n.DeletionTimestamp.IsZero() || slices.Contains(v.unseen, n.Name) {
+		// A replacement is never chosen while the node it replaces is
+		// still there (the template changed again mid-rollout): it is
+		// counted with that node, and its turn comes after.
+		if rec, err := disruption.RecordOf(n); rec != nil || err != nil || !n.DeletionTimestamp.IsZero() ||
+			slices.Contains(v.unseen, n.Name) || v.replacements[n.Name] {
 			continue
 		}
 		pods, err := v.podsOn(n.Name)
@@ -81,23 +68,65 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		if a.Nodes < 1 {
 			continue // another reason may still have room
 		}
-		if l := pool.Spec.Limits; l != nil && l.Nodes != nil && v.size+launching >= int(*l.Nodes) {
+		// Replacement first needs room for one more machine: every node
+		// of the pool, replacements included, and those still booting.
+		if l := pool.Spec.Limits; l != nil && l.Nodes != nil && len(v.nodes)+pending >= int(*l.Nodes) {
 			c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf(
-				"sluice: %s nodes wait to be replaced: the pool has %d nodes and %d replacements on their way, and spec.limits.nodes is %d (replacing a node makes its replacement first)",
-				cand.Reason, v.size, launching, *l.Nodes))
+				"sluice: %s nodes wait to be replaced: the pool has %d nodes and %d more on their way, and spec.limits.nodes is %d (replacing a node makes its replacement first)",
+				cand.Reason, len(v.nodes), pending, *l.Nodes))
 			break
 		}
-		if err := c.choose(ctx, pool, cand, now); err != nil {
+		err = c.choose(ctx, pool, cand, now)
+		if errors.Is(err, errRefused) {
+			break // the provider said no: the pool backs off
+		}
+		if err != nil {
 			if !errors.Is(err, errMarked) {
 				errs = append(errs, err)
 			}
 			continue
 		}
 		disrupting++
-		launching++
+		pending++
 		wait = launchingRecheck
 	}
 	return wait, errors.Join(errs...)
+}
+
+// advanceAll moves every replacement on its way, even in a pool that has
+// since become invalid or paused (a replacement already asked for is seen
+// through, or given up). It returns how long until it wants to look again
+// and how many machines are on their way and not yet nodes.
+func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v *view, now time.Time) (time.Duration, int, []error) {
+	var (
+		wait    time.Duration
+		pending int
+		errs    []error
+	)
+	names := map[string]bool{}
+	for _, n := range v.nodes {
+		names[n.Name] = true
+	}
+	for _, n := range v.nodes {
+		rec, err := disruption.RecordOf(n)
+		if err != nil {
+			c.event(n, corev1.EventTypeWarning, "DisruptionRecordUnreadable", fmt.Sprintf(
+				"sluice: the node counts against its pool's budget, but its %s annotation cannot be read (%v); remove it to give the node back", v1alpha1.AnnotationDisruption, err))
+			errs = append(errs, err)
+			continue
+		}
+		if rec == nil || rec.Phase != disruption.PhaseLaunching {
+			continue
+		}
+		if rec.Replacement == "" || !names[rec.Replacement] {
+			pending++
+		}
+		if err := c.advance(ctx, pool, n, rec, now); err != nil {
+			errs = append(errs, err)
+		}
+		wait = launchingRecheck
+	}
+	return wait, pending, errs
 }
 
 // choose marks the candidate as disrupted (it counts against the budget from
@@ -127,7 +156,10 @@ func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *cor
 	m, err := c.machines.CreateMachine(ctx, pool)
 	if err != nil {
 		c.refused(pool.Name, err, now)
-		return c.abandon(ctx, pool, n, "the provider refused its replacement: "+err.Error())
+		if aerr := c.abandon(ctx, pool, n, "the provider refused its replacement: "+err.Error()); aerr != nil {
+			return aerr
+		}
+		return fmt.Errorf("%w: %w", errRefused, err)
 	}
 	c.recovered(pool.Name)
 	rec.Replacement = m.Name
@@ -156,8 +188,21 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	if asked := c.launchedFor(n.Name, rec.Replacement, now); asked != "" {
 		return nil // the cache does not show the replacement asked for yet
 	}
+	deleting := !n.DeletionTimestamp.IsZero()
 	if rec.Replacement == "" {
-		// Chosen, but the controller stopped before the provider answered.
+		if deleting {
+			return nil // deleted before a replacement was asked for: none is
+		}
+		// Chosen, but the controller stopped before the provider answered,
+		// or the cache lags the replacement's name: ask the API server (the
+		// one read the cache cannot answer) before asking for a machine.
+		live := &corev1.Node{}
+		if err := c.live.Get(ctx, client.ObjectKeyFromObject(n), live); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if cur, err := disruption.RecordOf(live); err != nil || cur == nil || cur.Replacement != "" {
+			return err // named (or gone) after all; the cache catches up
+		}
 		if _, waiting := c.backingOff(pool.Name, now); waiting {
 			return c.abandon(ctx, pool, n, "the provider refused the pool's last replacement; sluice asks again after a backoff")
 		}
@@ -168,7 +213,12 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err == nil && readyOf(repl) {
+	if err == nil && readyOf(repl) && !deleting {
+		if !slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination) {
+			// Without the finalizer a delete would not drain the node: wait
+			// until the deletion controller has set it.
+			return nil
+		}
 		if rec.LaunchedAt != nil {
 			c.opts.Metrics.replaced(now.Sub(*rec.LaunchedAt))
 		}
@@ -179,6 +229,9 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 		}
 		return nil
 	}
+	if err == nil && readyOf(repl) {
+		return nil // the node was deleted meanwhile; its replacement serves
+	}
 	m, gerr := c.machines.GetMachine(ctx, pool, rec.Replacement)
 	switch {
 	case provider.IsNotFound(gerr):
@@ -187,7 +240,9 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 		return gerr
 	case m.State == provider.StateFailed:
 		c.refused(pool.Name, errors.New(m.Message), now)
-		_ = c.machines.DeleteMachine(ctx, pool, rec.Replacement)
+		if err := c.machines.DeleteMachine(ctx, pool, rec.Replacement); err != nil {
+			return fmt.Errorf("deleting failed replacement %s: %w", rec.Replacement, err)
+		}
 		return c.abandon(ctx, pool, n, fmt.Sprintf("its replacement %s failed: %s", rec.Replacement, m.Message))
 	case rec.LaunchedAt != nil && now.Sub(*rec.LaunchedAt) > c.opts.RegistrationTimeout:
 		msg := fmt.Sprintf("its replacement %s did not become a Ready node within %s", rec.Replacement, c.opts.RegistrationTimeout)
@@ -233,6 +288,9 @@ func (c *Controller) setRecord(ctx context.Context, cached *corev1.Node, rec *di
 	}
 	return nil
 }
+
+// errRefused: the provider refused a machine; the pass stops asking.
+var errRefused = errors.New("the provider refused the replacement")
 
 // errMarked: another writer marked the node first.
 var errMarked = errors.New("the node is already marked")
