@@ -12,8 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
