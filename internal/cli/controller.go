@@ -141,6 +141,16 @@ func (f *controllerFlags) validate() error {
 	if f.maxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be at least 1", f.maxInFlight))
 	}
+	errs = append(errs, f.validatePools()...)
+	if f.webhookTemplate != "" && f.webhookURL == "" {
+		errs = append(errs, errors.New("--webhook-template needs --webhook-url"))
+	}
+	return errors.Join(errs...)
+}
+
+// validatePools checks the flags for NodePools with providers.
+func (f *controllerFlags) validatePools() []error {
+	var errs []error
 	for _, p := range f.providers {
 		if !slices.Contains(provider.Names(), v1alpha1.ProviderName(p)) {
 			errs = append(errs, fmt.Errorf("--providers %q: sluice knows %v", p, provider.Names()))
@@ -149,10 +159,7 @@ func (f *controllerFlags) validate() error {
 	if f.registration <= 0 {
 		errs = append(errs, fmt.Errorf("--registration-timeout %s: must be positive", f.registration))
 	}
-	if f.webhookTemplate != "" && f.webhookURL == "" {
-		errs = append(errs, errors.New("--webhook-template needs --webhook-url"))
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func runController(ctx context.Context, f *controllerFlags) error {

@@ -139,24 +139,73 @@ func writeExplanation(out io.Writer, e disruption.Explanation, now time.Time) {
 	tw := tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
 	row := func(key, format string, args ...any) { fmt.Fprintf(tw, "%s:\t%s\n", key, fmt.Sprintf(format, args...)) }
 	more := func(format string, args ...any) { fmt.Fprintf(tw, "\t%s\n", fmt.Sprintf(format, args...)) }
-
-	row("Node", "%s", e.Node)
-	if p := e.Pool; p == nil {
-		row("Pool", "no pool: defaults only")
-	} else {
-		managed := "managed: sluice creates and deletes its machines"
-		if !p.Managed {
-			managed = "not managed: sluice only reports the nodes it would replace"
-		}
-		row("Pool", "%s (provider %s, %s)", p.Name, p.Provider, managed)
-		if c := p.ProviderReady; c != nil && p.Managed {
-			more("ProviderReady %s (%s): %s", c.Status, c.Reason, c.Message)
-		}
-		more("%d nodes, %d out of service; paused: %s", p.Nodes, p.Disrupting, yesNo(p.Paused))
-		if p.Problem != nil {
-			more("cannot be applied (%s): %s", p.Problem.Reason, p.Problem.Message)
+	list := func(key string, items []string) {
+		for i, it := range items {
+			if i == 0 {
+				row(key, "%s", it)
+			} else {
+				more("%s", it)
+			}
 		}
 	}
+
+	row("Node", "%s", e.Node)
+	writeExplainPool(row, more, e.Pool)
+	writeExplainState(row, e, now)
+	if e.Pool != nil {
+		if len(e.Differences) == 0 {
+			row("Drift", "none")
+		}
+		diffs := make([]string, len(e.Differences))
+		for i, d := range e.Differences {
+			diffs[i] = d.String()
+		}
+		list("Drift", diffs)
+		switch x := e.Expiry; {
+		case x == nil:
+			row("Expiry", "never")
+		case x.Expired:
+			row("Expiry", "expired at %s", timeAndDistance(x.At, now))
+		default:
+			row("Expiry", "at %s", timeAndDistance(x.At, now))
+		}
+	}
+	if p := e.Protection; p != nil {
+		row("Protection", "%s", p.Message)
+	} else if e.Pool != nil {
+		row("Protection", "none")
+	}
+	if b := e.Budget; b != nil {
+		writeExplainBudget(row, more, b, e.OlderCandidates, now)
+	}
+	list("Notes", e.Notes)
+	_ = tw.Flush()
+	fmt.Fprintf(out, "\nVerdict: %s\n", e.Verdict.Message)
+}
+
+// writeExplainPool prints the node's pool.
+func writeExplainPool(row func(string, string, ...any), more func(string, ...any), p *disruption.PoolFacts) {
+	if p == nil {
+		row("Pool", "no pool: defaults only")
+		return
+	}
+	managed := "managed: sluice creates and deletes its machines"
+	if !p.Managed {
+		managed = "not managed: sluice only reports the nodes it would replace"
+	}
+	row("Pool", "%s (provider %s, %s)", p.Name, p.Provider, managed)
+	if c := p.ProviderReady; c != nil && p.Managed {
+		more("ProviderReady %s (%s): %s", c.Status, c.Reason, c.Message)
+	}
+	more("%d nodes, %d out of service; paused: %s", p.Nodes, p.Disrupting, yesNo(p.Paused))
+	if p.Problem != nil {
+		more("cannot be applied (%s): %s", p.Problem.Reason, p.Problem.Message)
+	}
+}
+
+// writeExplainState prints what is being done to the node now: its
+// disruption record, maintenance, cordon, drain and deletion.
+func writeExplainState(row func(string, string, ...any), e disruption.Explanation, now time.Time) {
 	switch r := e.Record; {
 	case e.RecordError != "":
 		row("Disruption", "unreadable: %s", e.RecordError)
@@ -195,43 +244,6 @@ func writeExplanation(out io.Writer, e disruption.Explanation, now time.Time) {
 	if e.OutOfService != "" {
 		row("Out of service", "%s (counts against the pool's budgets)", e.OutOfService)
 	}
-	if e.Pool != nil {
-		if len(e.Differences) == 0 {
-			row("Drift", "none")
-		}
-		for i, d := range e.Differences {
-			if i == 0 {
-				row("Drift", "%s", d)
-			} else {
-				more("%s", d)
-			}
-		}
-		switch x := e.Expiry; {
-		case x == nil:
-			row("Expiry", "never")
-		case x.Expired:
-			row("Expiry", "expired at %s", timeAndDistance(x.At, now))
-		default:
-			row("Expiry", "at %s", timeAndDistance(x.At, now))
-		}
-	}
-	if p := e.Protection; p != nil {
-		row("Protection", "%s", p.Message)
-	} else if e.Pool != nil {
-		row("Protection", "none")
-	}
-	if b := e.Budget; b != nil {
-		writeExplainBudget(row, more, b, e.OlderCandidates, now)
-	}
-	for i, n := range e.Notes {
-		if i == 0 {
-			row("Notes", "%s", n)
-		} else {
-			more("%s", n)
-		}
-	}
-	_ = tw.Flush()
-	fmt.Fprintf(out, "\nVerdict: %s\n", e.Verdict.Message)
 }
 
 func writeExplainBudget(row func(string, string, ...any), more func(string, ...any), b *disruption.BudgetFacts, older int, now time.Time) {

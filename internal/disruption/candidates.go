@@ -64,7 +64,7 @@ func Candidates(pool *v1alpha1.NodePool, nodes []*corev1.Node, hash string, now 
 		}
 	}
 	slices.SortFunc(out, func(a, b Candidate) int {
-		return cmp.Or(a.Node.CreationTimestamp.Time.Compare(b.Node.CreationTimestamp.Time), strings.Compare(a.Node.Name, b.Node.Name))
+		return cmp.Or(a.Node.CreationTimestamp.Compare(b.Node.CreationTimestamp.Time), strings.Compare(a.Node.Name, b.Node.Name))
 	})
 	return out
 }

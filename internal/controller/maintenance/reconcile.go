@@ -36,23 +36,8 @@ const (
 // returns how soon to look again, when a timer rather than a change should
 // wake it.
 func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Duration, error) {
-	node := &corev1.Node{}
-	err := c.kube.Get(ctx, types.NamespacedName{Name: name}, node)
-	if apierrors.IsNotFound(err) {
-		c.queue.Cancel(name)
-		c.rejected.forget(name)
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("reading node %s: %w", name, err)
-	}
-	if !node.DeletionTimestamp.IsZero() {
-		// Being deleted: the deletion controller drains it and deletes its
-		// machine. Uncordoning it, or replacing that drain with one of ours,
-		// would only fight it; a drain of ours already running goes on.
-		return 0, nil
-	}
-	if node, err = c.forgetStaleOwner(ctx, node); err != nil {
+	node, err := c.load(ctx, name)
+	if err != nil || node == nil {
 		return 0, err
 	}
 	report, _, err := maintenance.ReportOf(node)
@@ -98,10 +83,34 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	return c.act(ctx, node, st, *next, report, policy, fresh)
 }
 
+// load reads the node from the cache, or returns nil when there is nothing
+// to do about it: it is gone (its drain is canceled) or being deleted.
+func (c *Controller) load(ctx context.Context, name string) (*corev1.Node, error) {
+	node := &corev1.Node{}
+	err := c.kube.Get(ctx, types.NamespacedName{Name: name}, node)
+	if apierrors.IsNotFound(err) {
+		c.queue.Cancel(name)
+		c.rejected.forget(name)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading node %s: %w", name, err)
+	}
+	return c.forgetStaleOwner(ctx, node)
+}
+
 // forgetStaleOwner deletes the cordon owner recorded on a node that is not
 // cordoned (someone ran kubectl uncordon), so a later cordon by someone else
 // is never credited to the old owner.
+//
+// It returns nil for a node being deleted, which the controller leaves
+// alone: the deletion controller drains it and deletes its machine, and
+// uncordoning it, or replacing that drain with one of ours, would only fight
+// it (a drain of ours already running goes on).
 func (c *Controller) forgetStaleOwner(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	if !node.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
 	if node.Spec.Unschedulable || node.Annotations[drain.AnnotationCordonedBy] == "" {
 		return node, nil
 	}

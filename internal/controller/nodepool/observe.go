@@ -87,7 +87,7 @@ func (v *view) allowed(pool *v1alpha1.NodePool, now time.Time) []v1alpha1.Allowe
 		if err != nil {
 			continue
 		}
-		out = append(out, v1alpha1.AllowedDisruptions{Reason: r, Nodes: int32(a.Nodes)})
+		out = append(out, v1alpha1.AllowedDisruptions{Reason: r, Nodes: clamp32(a.Nodes)})
 	}
 	return out
 }

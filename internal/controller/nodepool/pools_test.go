@@ -163,7 +163,7 @@ func TestBudgetWindowHoldsDriftUntilItCloses(t *testing.T) {
 	opened := now.Truncate(time.Minute)
 	// The window opened at the top of this minute and closes 40-100 s from now.
 	length := now.Sub(opened) + 40*time.Second
-	minutes := time.Duration((length + time.Minute - 1) / time.Minute)
+	minutes := (length + time.Minute - 1) / time.Minute
 	closes := opened.Add(minutes * time.Minute)
 	schedule := fmt.Sprintf("%d %d * * *", opened.Minute(), opened.Hour())
 	s := newScene(t, 2, func(p *v1alpha1.NodePool) {

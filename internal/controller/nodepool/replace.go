@@ -42,23 +42,12 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 	disrupting := v.disrupting
 	budgets := pool.DisruptionSpec().BudgetsOrDefault()
 	for _, cand := range v.candidates {
-		n := cand.Node
-		// A replacement is never chosen while the node it replaces is
-		// still there (the template changed again mid-rollout): it is
-		// counted with that node, and its turn comes after.
-		if rec, err := disruption.RecordOf(n); rec != nil || err != nil || !n.DeletionTimestamp.IsZero() ||
-			slices.Contains(v.unseen, n.Name) || v.replacements[n.Name] {
-			continue
-		}
-		pods, err := v.podsOn(n.Name)
+		ok, until, err := c.eligible(pool, v, cand.Node, now)
+		wait = sooner(wait, until)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if p := disruption.Protected(pool, n, pods, now); p != nil {
-			if !p.Until.IsZero() {
-				wait = sooner(wait, p.Until.Sub(now)+time.Second)
-			}
+		if !ok {
 			continue
 		}
 		a, err := budget.Allowed(budgets, v.size, disrupting, cand.Reason, now)
@@ -91,6 +80,29 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		wait = launchingRecheck
 	}
 	return wait, errors.Join(errs...)
+}
+
+// eligible says whether a candidate may be chosen now, and when a
+// protection that holds it lapses.
+func (c *Controller) eligible(pool *v1alpha1.NodePool, v *view, n *corev1.Node, now time.Time) (bool, time.Duration, error) {
+	// A replacement is never chosen while the node it replaces is still
+	// there (the template changed again mid-rollout): it is counted with
+	// that node, and its turn comes after.
+	if _, recorded := n.Annotations[v1alpha1.AnnotationDisruption]; recorded || !n.DeletionTimestamp.IsZero() ||
+		slices.Contains(v.unseen, n.Name) || v.replacements[n.Name] {
+		return false, 0, nil
+	}
+	pods, err := v.podsOn(n.Name)
+	if err != nil {
+		return false, 0, err
+	}
+	if p := disruption.Protected(pool, n, pods, now); p != nil {
+		if !p.Until.IsZero() {
+			return false, p.Until.Sub(now) + time.Second, nil
+		}
+		return false, 0, nil
+	}
+	return true, 0, nil
 }
 
 // advanceAll moves every replacement on its way, even in a pool that has
@@ -193,20 +205,7 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 		if deleting {
 			return nil // deleted before a replacement was asked for: none is
 		}
-		// Chosen, but the controller stopped before the provider answered,
-		// or the cache lags the replacement's name: ask the API server (the
-		// one read the cache cannot answer) before asking for a machine.
-		live := &corev1.Node{}
-		if err := c.live.Get(ctx, client.ObjectKeyFromObject(n), live); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		if cur, err := disruption.RecordOf(live); err != nil || cur == nil || cur.Replacement != "" {
-			return err // named (or gone) after all; the cache catches up
-		}
-		if _, waiting := c.backingOff(pool.Name, now); waiting {
-			return c.abandon(ctx, pool, n, "the provider refused the pool's last replacement; sluice asks again after a backoff")
-		}
-		return c.launch(ctx, pool, n, *rec, now)
+		return c.relaunch(ctx, pool, n, rec, now)
 	}
 	repl := &corev1.Node{}
 	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
@@ -232,6 +231,12 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	if err == nil && readyOf(repl) {
 		return nil // the node was deleted meanwhile; its replacement serves
 	}
+	return c.checkMachine(ctx, pool, n, rec, now)
+}
+
+// checkMachine gives up a replacement that failed, is gone, or has not
+// become a Ready node within the registration timeout.
+func (c *Controller) checkMachine(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
 	m, gerr := c.machines.GetMachine(ctx, pool, rec.Replacement)
 	switch {
 	case provider.IsNotFound(gerr):
@@ -253,6 +258,24 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 		return c.abandon(ctx, pool, n, msg)
 	}
 	return nil
+}
+
+// relaunch asks for the replacement of a node chosen by a controller that
+// stopped before the provider answered, or whose cache lags the
+// replacement's name: the API server is asked first (the one read the cache
+// cannot answer), so a machine is never asked for twice.
+func (c *Controller) relaunch(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
+	live := &corev1.Node{}
+	if err := c.live.Get(ctx, client.ObjectKeyFromObject(n), live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if cur, err := disruption.RecordOf(live); err != nil || cur == nil || cur.Replacement != "" {
+		return err // named (or gone) after all; the cache catches up
+	}
+	if _, waiting := c.backingOff(pool.Name, now); waiting {
+		return c.abandon(ctx, pool, n, "the provider refused the pool's last replacement; sluice asks again after a backoff")
+	}
+	return c.launch(ctx, pool, n, *rec, now)
 }
 
 // abandon gives the node back to service: its record goes, and it no longer

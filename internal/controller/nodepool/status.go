@@ -3,6 +3,7 @@ package nodepool
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,10 +37,10 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.NodePool, v
 	}
 	status := pool.Status.DeepCopy()
 	status.ObservedGeneration = pool.Generation
-	status.Nodes = int32(len(v.nodes))
+	status.Nodes = clamp32(len(v.nodes))
 	status.Resources = v.resources
-	status.Disrupting = int32(v.disrupting)
-	status.Drifted, status.Expired = int32(v.drifted), int32(v.expired)
+	status.Disrupting = clamp32(v.disrupting)
+	status.Drifted, status.Expired = clamp32(v.drifted), clamp32(v.expired)
 	status.Allowed = v.allowed(pool, now)
 	status.NextBudgetChange = nil
 	if t, ok := nextBudgetChange(pool, now); ok {
@@ -87,4 +88,9 @@ func (c *Controller) providerCondition(pool *v1alpha1.NodePool) metav1.Condition
 	}
 	cond.Reason, cond.Message = ReasonProviderWorks, fmt.Sprintf("provider %s makes the pool's machines", pool.Spec.Provider.Name)
 	return cond
+}
+
+// clamp32 is n as a status count; counts of nodes never come near the limit.
+func clamp32(n int) int32 {
+	return int32(min(max(n, 0), math.MaxInt32)) //nolint:gosec // clamped on the line
 }
