@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +64,11 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 			c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf(
 				"sluice: %s nodes wait to be replaced: the pool has %d nodes and %d more on their way, and spec.limits.nodes is %d (replacing a node makes its replacement first)",
 				cand.Reason, len(v.nodes), pending, *l.Nodes))
+			break
+		}
+		if over := overLimits(pool.Spec.Limits, v.resources, cand.Node.Status.Capacity, pending+1); over != "" {
+			c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf(
+				"sluice: %s nodes wait to be replaced: %s (replacing a node makes its replacement first)", cand.Reason, over))
 			break
 		}
 		err = c.choose(ctx, pool, cand, now)
@@ -415,4 +421,30 @@ func (c *Controller) backingOff(pool string, now time.Time) (time.Duration, bool
 		return 0, false
 	}
 	return f.retryAt.Sub(now), true
+}
+
+// overLimits says which of the pool's cpu and memory limits more machines
+// like the candidate would pass, counting what the pool's nodes have now;
+// "" when none.
+func overLimits(l *v1alpha1.Limits, have, each corev1.ResourceList, more int) string {
+	if l == nil {
+		return ""
+	}
+	for _, r := range []struct {
+		name  corev1.ResourceName
+		limit *resource.Quantity
+	}{{corev1.ResourceCPU, l.CPU}, {corev1.ResourceMemory, l.Memory}} {
+		if r.limit == nil {
+			continue
+		}
+		total := have[r.name].DeepCopy()
+		one := each[r.name]
+		for range more {
+			total.Add(one)
+		}
+		if total.Cmp(*r.limit) > 0 {
+			return fmt.Sprintf("the pool would have %s %s with %d more like it, and spec.limits.%s is %s", total.String(), r.name, more, r.name, r.limit.String())
+		}
+	}
+	return ""
 }

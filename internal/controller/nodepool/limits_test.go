@@ -1,0 +1,39 @@
+package nodepool
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+func TestOverLimits(t *testing.T) {
+	q := resource.MustParse
+	have := corev1.ResourceList{corev1.ResourceCPU: q("16"), corev1.ResourceMemory: q("64Gi")}
+	each := corev1.ResourceList{corev1.ResourceCPU: q("4"), corev1.ResourceMemory: q("16Gi")}
+	cpu, mem := q("20"), q("80Gi")
+	tests := []struct {
+		name   string
+		limits *v1alpha1.Limits
+		more   int
+		want   string
+	}{
+		{"no limits", nil, 1, ""},
+		{"cpu fits exactly", &v1alpha1.Limits{CPU: &cpu}, 1, ""},
+		{"cpu passed with two more", &v1alpha1.Limits{CPU: &cpu}, 2, "spec.limits.cpu is 20"},
+		{"memory fits", &v1alpha1.Limits{Memory: &mem}, 1, ""},
+		{"memory passed", &v1alpha1.Limits{Memory: &mem}, 2, "spec.limits.memory is 80Gi"},
+		{"nodes only", &v1alpha1.Limits{}, 5, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := overLimits(tt.limits, have, each, tt.more)
+			if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
+				t.Errorf("overLimits = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
