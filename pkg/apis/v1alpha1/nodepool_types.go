@@ -684,7 +684,7 @@ type NodePoolStatus struct {
 	// Nodes is how many nodes the pool selects.
 	//
 	// +optional
-	Nodes int32 `json:"nodes,omitempty"`
+	Nodes int32 `json:"nodes"`
 
 	// Resources are the pool's nodes' capacity, summed.
 	//
@@ -695,17 +695,17 @@ type NodePoolStatus struct {
 	// for any reason: cordoned, being deleted, NotReady, or being replaced.
 	//
 	// +optional
-	Disrupting int32 `json:"disrupting,omitempty"`
+	Disrupting int32 `json:"disrupting"`
 
 	// Drifted is how many of the pool's nodes differ from its template.
 	//
 	// +optional
-	Drifted int32 `json:"drifted,omitempty"`
+	Drifted int32 `json:"drifted"`
 
 	// Expired is how many of the pool's nodes are older than expireAfter.
 	//
 	// +optional
-	Expired int32 `json:"expired,omitempty"`
+	Expired int32 `json:"expired"`
 
 	// Allowed is, per reason, how many more nodes may be disrupted now.
 	//
