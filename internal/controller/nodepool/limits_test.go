@@ -37,3 +37,30 @@ func TestOverLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestInitialized(t *testing.T) {
+	startup := corev1.Taint{Key: "cni-not-ready", Effect: corev1.TaintEffectNoSchedule}
+	tmpl := &v1alpha1.NodeTemplate{StartupTaints: []corev1.Taint{startup}}
+	node := func(ready corev1.ConditionStatus, taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{Spec: corev1.NodeSpec{Taints: taints},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+	}
+	tests := []struct {
+		name string
+		node *corev1.Node
+		want bool
+	}{
+		{"ready, no taints", node(corev1.ConditionTrue), true},
+		{"not ready", node(corev1.ConditionFalse), false},
+		{"ready with a startup taint", node(corev1.ConditionTrue, startup), false},
+		{"ready with the node lifecycle's not-ready taint", node(corev1.ConditionTrue, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}), false},
+		{"ready with another taint", node(corev1.ConditionTrue, corev1.Taint{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := initialized(tt.node, tmpl); got != tt.want {
+				t.Errorf("initialized = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

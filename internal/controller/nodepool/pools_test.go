@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,11 +22,15 @@ import (
 )
 
 // Changing the template's image drifts every node; all are replaced,
-// replacement first, never more at once than the budget, and the workload's
-// PDB always holds.
+// replacement first (the replacement Ready and rid of its startup taint
+// before the old node drains), never more at once than the budget, and the
+// workload's PDB always holds.
 func TestDriftReplacesEveryNodeWithinTheBudget(t *testing.T) {
 	s := newScene(t, 10, func(p *v1alpha1.NodePool) {
 		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "30%"}} // 3 of 10
+		// A replacement takes pods only once this is lifted (2 s after it
+		// registers): its old node must not be drained before.
+		p.Spec.Template.StartupTaints = []corev1.Taint{{Key: "test.sluice.dev/cni-not-ready", Effect: corev1.TaintEffectNoSchedule}}
 	})
 	s.workload(t, 20, "16")
 	before := s.waitNodes(t, 10, time.Minute)
@@ -581,4 +586,40 @@ func TestADeletedNodeUnderMaintenanceIsNotUncordoned(t *testing.T) {
 		return err != nil && client.IgnoreNotFound(err) == nil, nil
 	})
 	s.env.WaitForPods(t, "app=web", 2)
+}
+
+// A deleted node whose pods never finish (a kubelet that is gone, a
+// finalizer nobody removes) is let go once terminationGracePeriod has
+// passed: its machine is deleted whatever the drain reports.
+func TestTerminationGracePeriodFinishesANodeThatWillNotEmpty(t *testing.T) {
+	s := newScene(t, 1, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.TerminationGracePeriod = &metav1.Duration{Duration: 5 * time.Second}
+	})
+	node := s.waitNodes(t, 1, time.Minute)[0]
+	const hold = "test.sluice.dev/hold"
+	s.env.Create(t, fixture.Pod(s.env.Namespace, "stuck", fixture.OnNode(node), fixture.Finalizer(hold)))
+	t.Cleanup(func() {
+		_ = s.kube.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.env.Namespace, Name: "stuck"}},
+			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	s.start(t)
+	s.env.WaitFor(t, 30*time.Second, "the finalizer on "+node, func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if err := s.kube.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+			return false, err
+		}
+		return slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination), nil
+	})
+	deleted := time.Now()
+	if err := s.env.Client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.env.WaitFor(t, 90*time.Second, node+" gone", func(ctx context.Context) (bool, error) {
+		err := s.kube.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{})
+		return err != nil && client.IgnoreNotFound(err) == nil, nil
+	})
+	t.Logf("%s gone %.1fs after its deletion (terminationGracePeriod 5s)", node, time.Since(deleted).Seconds())
+	if !slices.ContainsFunc(s.nodeEvents(t, node), func(e string) bool { return strings.HasPrefix(e, "TerminationGracePeriodElapsed") }) {
+		t.Errorf("no TerminationGracePeriodElapsed event on %s: %v", node, s.nodeEvents(t, node))
+	}
 }

@@ -218,7 +218,7 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err == nil && readyOf(repl) && !deleting {
+	if err == nil && initialized(repl, pool.Spec.Template) && !deleting {
 		if !slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination) {
 			// Without the finalizer a delete would not drain the node: wait
 			// until the deletion controller has set it.
@@ -235,7 +235,7 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 		return nil
 	}
 	if err == nil && readyOf(repl) {
-		return nil // the node was deleted meanwhile; its replacement serves
+		return nil // not initialized yet, or the node was deleted meanwhile and its replacement serves
 	}
 	return c.checkMachine(ctx, pool, n, rec, now)
 }
@@ -264,6 +264,25 @@ func (c *Controller) checkMachine(ctx context.Context, pool *v1alpha1.NodePool, 
 		return c.abandon(ctx, pool, n, msg)
 	}
 	return nil
+}
+
+// initialized says whether a replacement is ready for work: Ready, and rid
+// of the template's startup taints (their owner, a CNI or a node agent,
+// lifts them once the node can run pods). Draining the old node before that
+// would leave its pods nowhere to go.
+func initialized(n *corev1.Node, t *v1alpha1.NodeTemplate) bool {
+	if !readyOf(n) {
+		return false
+	}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == corev1.TaintNodeNotReady {
+			return false
+		}
+		if t != nil && slices.ContainsFunc(t.StartupTaints, func(s corev1.Taint) bool { return s.Key == taint.Key && s.Effect == taint.Effect }) {
+			return false
+		}
+	}
+	return true
 }
 
 // relaunch asks for the replacement of a node chosen by a controller that

@@ -10,11 +10,13 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/provider"
@@ -48,9 +50,16 @@ type Options struct {
 	// RegistrationRetry is how long after the API server failed to create a
 	// Node the provider tries again; default 2s.
 	RegistrationRetry time.Duration
+	// StartupTaintsLifted is how long after its Node registers the
+	// template's startupTaints are taken off it, as the CNI or node agent
+	// that owns them would once the node is ready for work; default 2s.
+	StartupTaintsLifted time.Duration
 	// Log is where registration failures go; default nowhere.
 	Log *slog.Logger
 }
+
+// DefaultStartupTaintsLifted is Options.StartupTaintsLifted's default.
+const DefaultStartupTaintsLifted = 2 * time.Second
 
 // Provider is the sandbox's simulated cloud. Build it with New.
 type Provider struct {
@@ -81,6 +90,9 @@ func New(client kubernetes.Interface, clk clock.WithTicker, opts Options) *Provi
 	}
 	if opts.RegistrationRetry <= 0 {
 		opts.RegistrationRetry = DefaultRegistrationRetry
+	}
+	if opts.StartupTaintsLifted <= 0 {
+		opts.StartupTaintsLifted = DefaultStartupTaintsLifted
 	}
 	opts.Zones = slices.Clone(opts.Zones)
 	if opts.Log == nil {
@@ -327,6 +339,9 @@ func (p *Provider) registerOne(ctx context.Context, m *machine) {
 	}
 	p.mu.Unlock()
 
+	if t := m.node.template; !deleted && err == nil && t != nil && len(t.StartupTaints) > 0 {
+		go p.liftStartupTaints(ctx, m.Name, t.StartupTaints)
+	}
 	switch {
 	case deleted && err == nil:
 		// Deleted while its Node was being created: take the Node away again.
@@ -335,6 +350,34 @@ func (p *Provider) registerOne(ctx context.Context, m *machine) {
 		}
 	case err != nil && !deleted && ctx.Err() == nil:
 		p.opts.Log.Error("registering node", "node", m.Name, "pool", m.Pool, "err", err)
+	}
+}
+
+// liftStartupTaints takes the template's startupTaints off a registered
+// Node after Options.StartupTaintsLifted, as their owner would.
+func (p *Provider) liftStartupTaints(ctx context.Context, name string, startup []corev1.Taint) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-p.clock.After(p.opts.StartupTaintsLifted):
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := p.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		kept := slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool {
+			return slices.ContainsFunc(startup, func(s corev1.Taint) bool { return s.Key == t.Key && s.Effect == t.Effect })
+		})
+		if len(kept) == len(n.Spec.Taints) {
+			return nil
+		}
+		n.Spec.Taints = kept
+		_, err = p.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{FieldManager: fieldManager})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		p.opts.Log.Error("lifting startup taints", "node", name, "err", err)
 	}
 }
 

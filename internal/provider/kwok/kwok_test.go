@@ -644,3 +644,35 @@ func TestAzureFamily(t *testing.T) {
 		}
 	}
 }
+
+// The template's startup taints are on the Node when it registers and are
+// lifted StartupTaintsLifted later, as a CNI would; its other taints stay.
+func TestStartupTaintsAreLiftedAfterRegistration(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	keep := corev1.Taint{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}
+	startup := corev1.Taint{Key: "node.cilium.io/agent-not-ready", Value: "true", Effect: corev1.TaintEffectNoExecute}
+	p, client, clk := newProvider()
+	m, err := p.Create(ctx, newPool("batch", withKwok(v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{}}),
+		withTemplate(v1alpha1.NodeTemplate{Taints: []corev1.Taint{keep}, StartupTaints: []corev1.Taint{startup}})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.register(ctx)
+	taints := func() []corev1.Taint {
+		n, ok := getNode(t, client, m.Name)
+		if !ok {
+			t.Fatal("no node")
+		}
+		return n.Spec.Taints
+	}
+	if got := taints(); len(got) != 2 {
+		t.Fatalf("taints at registration = %v, want the template's and the startup taint", got)
+	}
+	waitFor(t, "the lift to wait on the clock", func() bool { return clk.HasWaiters() })
+	clk.Step(DefaultStartupTaintsLifted)
+	waitFor(t, "the startup taint lifted", func() bool { return len(taints()) == 1 })
+	if got := taints(); got[0].Key != keep.Key {
+		t.Errorf("taints after the lift = %v, want only %v", got, keep)
+	}
+}
