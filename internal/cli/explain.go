@@ -52,13 +52,9 @@ Exit status: 0 success, 1 an error (such as a node that does not exist).`,
 			if err != nil {
 				return err
 			}
-			kc, cfg, err := client.Client()
+			kc, dyn, err := poolClients(client)
 			if err != nil {
 				return err
-			}
-			dyn, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return fmt.Errorf("building a client: %w", err)
 			}
 			return runExplain(cmd.Context(), cmd.OutOrStdout(), kc, dyn, name, format, clock.RealClock{}.Now())
 		},

@@ -93,13 +93,9 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 			if err != nil {
 				return err
 			}
-			kc, cfg, err := client.Client()
+			kc, dyn, err := poolClients(client)
 			if err != nil {
 				return err
-			}
-			dyn, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return fmt.Errorf("building a client: %w", err)
 			}
 			return runStatus(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args, format, clock.RealClock{}.Now())
 		},
@@ -338,4 +334,18 @@ func timeAndDistance(t, now time.Time) string {
 		return s + ", in " + duration.HumanDuration(d)
 	}
 	return s + ", " + duration.HumanDuration(now.Sub(t)) + " ago"
+}
+
+// poolClients builds the typed and dynamic clients status and explain read
+// NodePools, nodes and pods with.
+func poolClients(flags kube.ClientFlags) (kubernetes.Interface, dynamic.Interface, error) {
+	kc, cfg, err := flags.Client()
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building a client: %w", err)
+	}
+	return kc, dyn, nil
 }

@@ -199,22 +199,7 @@ func TestBudgetWindowHoldsDriftUntilItCloses(t *testing.T) {
 		}
 		return true
 	})
-	s.env.WaitFor(t, 2*time.Minute, "the drift done once the window closed", func(ctx context.Context) (bool, error) {
-		nodes, err := s.nodes(ctx)
-		if err != nil {
-			return false, err
-		}
-		fresh := 0
-		for _, n := range nodes {
-			if slices.Contains(before, n.Name) {
-				return false, nil
-			}
-			if ready(n) {
-				fresh++
-			}
-		}
-		return fresh == 2, nil
-	})
+	s.waitReplaced(t, 2*time.Minute, "the drift done once the window closed", before, 2)
 }
 
 // A provider that refuses to make the replacement: nothing is cordoned or
@@ -446,22 +431,7 @@ func TestPreemptDuringDriftIsHandledAtOnce(t *testing.T) {
 	// The event ends (the cloud took nothing after all): the drift resumes
 	// and finishes the pool, the once-preempted node included.
 	s.annotateNode(t, victim, maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAzure, false, nil).Encode())
-	s.env.WaitFor(t, 3*time.Minute, "every node replaced", func(ctx context.Context) (bool, error) {
-		nodes, err := s.nodes(ctx)
-		if err != nil {
-			return false, err
-		}
-		fresh := 0
-		for _, n := range nodes {
-			if slices.Contains(before, n.Name) {
-				return false, nil
-			}
-			if ready(n) {
-				fresh++
-			}
-		}
-		return fresh == 4, nil
-	})
+	s.waitReplaced(t, 3*time.Minute, "every node replaced", before, 4)
 }
 
 // `sluice controller --dry-run` decides and reports, and changes nothing:
@@ -526,18 +496,7 @@ func TestAnImpossiblePoolIsLeftAloneWhileOthersCarryOn(t *testing.T) {
 			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason, nil
 		})
 	}
-	healthy.env.WaitFor(t, 2*time.Minute, "the healthy pool rolled", func(ctx context.Context) (bool, error) {
-		nodes, err := healthy.nodes(ctx)
-		if err != nil {
-			return false, err
-		}
-		for _, n := range nodes {
-			if slices.Contains(before, n.Name) || !ready(n) {
-				return false, nil
-			}
-		}
-		return len(nodes) == 2, nil
-	})
+	healthy.waitReplaced(t, 2*time.Minute, "the healthy pool rolled", before, 2)
 	for s, names := range map[*scene][]string{broken: brokenNodes, small: smallNodes} {
 		nodes, err := s.nodes(context.Background())
 		if err != nil {
@@ -622,4 +581,26 @@ func TestTerminationGracePeriodFinishesANodeThatWillNotEmpty(t *testing.T) {
 	if !slices.ContainsFunc(s.nodeEvents(t, node), func(e string) bool { return strings.HasPrefix(e, "TerminationGracePeriodElapsed") }) {
 		t.Errorf("no TerminationGracePeriodElapsed event on %s: %v", node, s.nodeEvents(t, node))
 	}
+}
+
+// waitReplaced waits until none of the before nodes is left and the pool has
+// n Ready nodes.
+func (s *scene) waitReplaced(t *testing.T, timeout time.Duration, what string, before []string, n int) {
+	t.Helper()
+	s.env.WaitFor(t, timeout, what, func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		fresh := 0
+		for _, node := range nodes {
+			if slices.Contains(before, node.Name) {
+				return false, nil
+			}
+			if ready(node) {
+				fresh++
+			}
+		}
+		return fresh == n && len(nodes) == n, nil
+	})
 }
