@@ -380,7 +380,7 @@ func createSampleBatchPool(ctx context.Context, kubeconfig string, client kubern
 	machines := kwok.New(client, clock.RealClock{}, kwok.Options{})
 	go func() { _ = machines.Run(runCtx) }()
 	for range count {
-		if _, err := machines.Create(ctx, pool); err != nil {
+		if _, err := machines.Create(ctx, pool, ""); err != nil {
 			return 0, fmt.Errorf("making the sample pool's nodes: %w", err)
 		}
 	}

@@ -107,7 +107,7 @@ type noMachines struct{}
 
 func (noMachines) Serves(v1alpha1.ProviderName) bool { return false }
 
-func (noMachines) CreateMachine(_ context.Context, pool *v1alpha1.NodePool) (*provider.Machine, error) {
+func (noMachines) CreateMachine(_ context.Context, pool *v1alpha1.NodePool, _ string) (*provider.Machine, error) {
 	return nil, provider.NotEnabled(pool.Spec.Provider.Name)
 }
 

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"time"
 
@@ -13,8 +14,11 @@ import (
 type Provider interface {
 	// Create asks for a new machine for the pool's template; it returns once
 	// the cloud accepted it (State Launching); the Node registers later. A
-	// refusal is an *Error.
-	Create(ctx context.Context, pool *v1alpha1.NodePool) (*Machine, error)
+	// refusal is an *Error. name is the machine's (and its Node's) name,
+	// chosen by the caller and recorded before it asks, so that asking again
+	// after a crash is safe: a machine of that name already there is
+	// returned as it is. "" lets the provider choose (NewName).
+	Create(ctx context.Context, pool *v1alpha1.NodePool, name string) (*Machine, error)
 	// Delete removes the machine (idempotent: an unknown machine is no
 	// error).
 	Delete(ctx context.Context, name string) error
@@ -109,4 +113,16 @@ func (s Set) For(pool *v1alpha1.NodePool) (Provider, bool) {
 	}
 	p, ok := s[pool.Spec.Provider.Name]
 	return p, ok && p != nil
+}
+
+// NewName is a name for a new machine of the pool: the pool's name and five
+// random lowercase letters and digits, as a Node name.
+func NewName(pool string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	var b [5]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return pool + "-" + string(b[:])
 }

@@ -35,14 +35,15 @@ func NewMachines(set Set, clk clock.PassiveClock) *Machines {
 // Serves says whether the named provider runs here.
 func (m *Machines) Serves(name v1alpha1.ProviderName) bool { return m.set[name] != nil }
 
-// CreateMachine asks the pool's provider for a new machine.
-func (m *Machines) CreateMachine(ctx context.Context, pool *v1alpha1.NodePool) (*Machine, error) {
+// CreateMachine asks the pool's provider for a new machine named name
+// (idempotent: see Provider.Create).
+func (m *Machines) CreateMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*Machine, error) {
 	p, ok := m.set.For(pool)
 	if !ok {
 		return nil, NotEnabled(pool.Spec.Provider.Name)
 	}
 	start := m.clock.Now()
-	machine, err := p.Create(ctx, pool)
+	machine, err := p.Create(ctx, pool, name)
 	observe(pool.Spec.Provider.Name, "create", m.clock.Since(start), err)
 	return machine, err
 }

@@ -200,7 +200,7 @@ func makePool(b *testing.B, sb *sandbox.Sandbox, clientset kubernetes.Interface,
 	fast := pool.DeepCopy()
 	fast.Spec.Provider.Kwok.BootDelay = &metav1.Duration{}
 	for range n {
-		if _, err := p.Create(ctx, fast); err != nil {
+		if _, err := p.Create(ctx, fast, ""); err != nil {
 			b.Fatal(err)
 		}
 	}

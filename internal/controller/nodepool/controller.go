@@ -41,7 +41,7 @@ import (
 type Machines interface {
 	// Serves says whether this controller runs the named provider.
 	Serves(name v1alpha1.ProviderName) bool
-	CreateMachine(ctx context.Context, pool *v1alpha1.NodePool) (*provider.Machine, error)
+	CreateMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error)
 	GetMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error)
 	DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error
 }
@@ -80,15 +80,6 @@ type Controller struct {
 	// its cache shows the mark: a pass that read the cache before the write
 	// arrived would otherwise count them as in service and choose more.
 	marked map[string]time.Time
-	// launched holds the replacement this controller asked for each node
-	// until the cache shows it on the node's record: a pass that read the
-	// record before the write arrived must not ask again.
-	launched map[string]launch
-}
-
-type launch struct {
-	replacement string
-	at          time.Time
 }
 
 // markWait bounds how long a mark the cache does not show yet is trusted.
@@ -111,7 +102,7 @@ func NewController(kube client.Client, live client.Reader, clk clock.Clock, mach
 	if opts.PodsOn == nil {
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
-	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{}, launched: map[string]launch{}}
+	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{}}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as
@@ -275,29 +266,6 @@ func (c *Controller) settleMarks(v *view, now time.Time) {
 		v.disrupting++
 		v.unseen = append(v.unseen, n.Name)
 	}
-}
-
-// launchedFor names the replacement the controller asked for the node when
-// the cache does not show it yet ("" otherwise), and forgets what the cache
-// shows.
-func (c *Controller) launchedFor(node, shown string, now time.Time) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	l, ok := c.launched[node]
-	if !ok {
-		return ""
-	}
-	if shown != "" || now.Sub(l.at) > markWait {
-		delete(c.launched, node)
-		return ""
-	}
-	return l.replacement
-}
-
-func (c *Controller) rememberLaunch(node, replacement string, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.launched[node] = launch{replacement: replacement, at: now}
 }
 
 // mark remembers that the controller marked the node.

@@ -157,21 +157,26 @@ func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand d
 		c.opts.Log.Info("dry run: would replace node", "node", n.Name, "nodepool", pool.Name, "reason", cand.Reason, "why", why)
 		return nil
 	}
-	rec := disruption.Record{Reason: cand.Reason, Phase: disruption.PhaseLaunching, Since: now, Message: why}
+	// The replacement's name is on the record before the provider is
+	// asked: a controller killed in between finds the name and asks for
+	// (or finds) that machine, and never makes a second one.
+	at := now
+	rec := disruption.Record{Reason: cand.Reason, Phase: disruption.PhaseLaunching, Since: now, Message: why,
+		Replacement: provider.NewName(pool.Name), LaunchedAt: &at}
 	if err := c.markNode(ctx, n, rec); err != nil {
 		return err
 	}
 	c.mark(n.Name, now)
 	c.opts.Metrics.decided(pool.Name, cand.Reason)
 	c.event(n, corev1.EventTypeNormal, "Replacing", "sluice: replacing the node, replacement first: "+why)
-	c.opts.Log.Info("replacing node", "node", n.Name, "nodepool", pool.Name, "reason", cand.Reason, "why", why)
+	c.opts.Log.Info("replacing node", "node", n.Name, "nodepool", pool.Name, "reason", cand.Reason, "replacement", rec.Replacement, "why", why)
 	return c.launch(ctx, pool, n, rec, now)
 }
 
-// launch asks the provider for the node's replacement and names it on the
-// node's record. A refusal gives the node back to service at once.
+// launch asks the provider for the replacement the node's record names. A
+// refusal gives the node back to service at once.
 func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec disruption.Record, now time.Time) error {
-	m, err := c.machines.CreateMachine(ctx, pool)
+	m, err := c.machines.CreateMachine(ctx, pool, rec.Replacement)
 	if err != nil {
 		c.refused(pool.Name, err, now)
 		if aerr := c.abandon(ctx, pool, n, "the provider refused its replacement: "+err.Error()); aerr != nil {
@@ -180,19 +185,7 @@ func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *cor
 		return fmt.Errorf("%w: %w", errRefused, err)
 	}
 	c.recovered(pool.Name)
-	rec.Replacement = m.Name
-	at := now
-	rec.LaunchedAt = &at
 	c.opts.Log.Info("replacement launched", "node", n.Name, "replacement", m.Name, "nodepool", pool.Name, "instanceType", m.InstanceType)
-	c.rememberLaunch(n.Name, m.Name, now)
-	if err := c.setRecord(ctx, n, &rec); err != nil {
-		// Unnamed on the node, the machine would be made again: take it
-		// back now rather than leave it to grow the pool.
-		if derr := c.machines.DeleteMachine(ctx, pool, m.Name); derr != nil {
-			c.opts.Log.Error("deleting a replacement whose record could not be written; it stays in the pool", "replacement", m.Name, "err", derr)
-		}
-		return err
-	}
 	return nil
 }
 
@@ -203,15 +196,14 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	if c.opts.DryRun {
 		return nil
 	}
-	if asked := c.launchedFor(n.Name, rec.Replacement, now); asked != "" {
-		return nil // the cache does not show the replacement asked for yet
-	}
 	deleting := !n.DeletionTimestamp.IsZero()
 	if rec.Replacement == "" {
+		// Every record names its replacement from its first write: this one
+		// was written by hand, or by an older sluice. Give the node back.
 		if deleting {
-			return nil // deleted before a replacement was asked for: none is
+			return nil
 		}
-		return c.relaunch(ctx, pool, n, rec, now)
+		return c.abandon(ctx, pool, n, "its record names no replacement")
 	}
 	repl := &corev1.Node{}
 	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
@@ -283,24 +275,6 @@ func initialized(n *corev1.Node, t *v1alpha1.NodeTemplate) bool {
 		}
 	}
 	return true
-}
-
-// relaunch asks for the replacement of a node chosen by a controller that
-// stopped before the provider answered, or whose cache lags the
-// replacement's name: the API server is asked first (the one read the cache
-// cannot answer), so a machine is never asked for twice.
-func (c *Controller) relaunch(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
-	live := &corev1.Node{}
-	if err := c.live.Get(ctx, client.ObjectKeyFromObject(n), live); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if cur, err := disruption.RecordOf(live); err != nil || cur == nil || cur.Replacement != "" {
-		return err // named (or gone) after all; the cache catches up
-	}
-	if _, waiting := c.backingOff(pool.Name, now); waiting {
-		return c.abandon(ctx, pool, n, "the provider refused the pool's last replacement; sluice asks again after a backoff")
-	}
-	return c.launch(ctx, pool, n, *rec, now)
 }
 
 // abandon gives the node back to service: its record goes, and it no longer

@@ -110,7 +110,7 @@ func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
 	}
 	t.Cleanup(func() { s.cleanup() })
 	for range size {
-		if _, err := s.machines.CreateMachine(context.Background(), pool); err != nil {
+		if _, err := s.machines.CreateMachine(context.Background(), pool, ""); err != nil {
 			t.Fatalf("making the pool's nodes: %v", err)
 		}
 	}

@@ -142,9 +142,17 @@ func (p *Provider) Run(ctx context.Context) error {
 // *provider.Error: InvalidTemplate when the template names an instance type
 // the catalogue does not know (or none it lists is sold as the template's
 // capacity type), or the refusal the pool's kwok.failure asks for.
-func (p *Provider) Create(_ context.Context, pool *v1alpha1.NodePool) (*provider.Machine, error) {
+func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error) {
 	if pool == nil || pool.Name == "" {
 		return nil, errors.New("creating a machine: no pool named")
+	}
+	if name != "" {
+		// Asked again for a machine it may have made already.
+		if m, err := p.Get(ctx, name); err == nil {
+			return m, nil
+		} else if !provider.IsNotFound(err) {
+			return nil, err
+		}
 	}
 	template := pool.Spec.Template
 	if template == nil {
@@ -177,7 +185,9 @@ func (p *Provider) Create(_ context.Context, pool *v1alpha1.NodePool) (*provider
 	case v1alpha1.KwokFailureQuotaExceeded:
 		return nil, quotaExceeded(typ, capacity)
 	}
-	name := p.newName(pool.Name)
+	if name == "" {
+		name = p.newName(pool.Name)
+	}
 	now := p.clock.Now()
 	m := &machine{
 		Machine: provider.Machine{

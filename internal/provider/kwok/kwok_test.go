@@ -135,7 +135,7 @@ func TestCreateRegistersTheNodeAfterTheBootDelay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			p, client, clk := newProvider()
-			m, err := p.Create(ctx, tc.pool)
+			m, err := p.Create(ctx, tc.pool, "")
 			if err != nil {
 				t.Fatalf("Create: %v", err)
 			}
@@ -239,13 +239,13 @@ func TestZonesGoRoundRobinPerPool(t *testing.T) {
 			p := New(fake.NewClientset(), clocktesting.NewFakeClock(start), tc.opts)
 			var zones []string
 			for range tc.zones {
-				m, err := p.Create(ctx, tc.pool)
+				m, err := p.Create(ctx, tc.pool, "")
 				if err != nil {
 					t.Fatalf("Create: %v", err)
 				}
 				zones = append(zones, m.Zone)
 				// Another pool's machines do not move this pool's turn.
-				if _, err := p.Create(ctx, newPool("other")); err != nil {
+				if _, err := p.Create(ctx, newPool("other"), ""); err != nil {
 					t.Fatalf("Create: %v", err)
 				}
 			}
@@ -294,7 +294,7 @@ func TestRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			p, client, clk := newProvider()
-			m, err := p.Create(ctx, tc.pool)
+			m, err := p.Create(ctx, tc.pool, "")
 			if m != nil {
 				t.Errorf("Create returned a machine: %+v", m)
 			}
@@ -320,7 +320,7 @@ func TestRefusals(t *testing.T) {
 func TestNeverJoins(t *testing.T) {
 	ctx := context.Background()
 	p, client, clk := newProvider()
-	m, err := p.Create(ctx, newPool("p", withKwok(v1alpha1.KwokProviderSpec{Failure: v1alpha1.KwokFailureNeverJoins})))
+	m, err := p.Create(ctx, newPool("p", withKwok(v1alpha1.KwokProviderSpec{Failure: v1alpha1.KwokFailureNeverJoins})), "")
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -364,7 +364,7 @@ func TestDelete(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			p, client, clk := newProvider(foreign.DeepCopy(), otherCloud.DeepCopy())
-			m, err := p.Create(ctx, newPool("p"))
+			m, err := p.Create(ctx, newPool("p"), "")
 			if err != nil {
 				t.Fatalf("Create: %v", err)
 			}
@@ -403,7 +403,7 @@ func TestDelete(t *testing.T) {
 func TestDeleteWhileRegistering(t *testing.T) {
 	ctx := context.Background()
 	p, client, clk := newProvider()
-	m, err := p.Create(ctx, newPool("p"))
+	m, err := p.Create(ctx, newPool("p"), "")
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -437,7 +437,7 @@ func TestRegistrationErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			p, client, clk := newProvider()
-			m, err := p.Create(ctx, newPool("p"))
+			m, err := p.Create(ctx, newPool("p"), "")
 			if err != nil {
 				t.Fatalf("Create: %v", err)
 			}
@@ -475,7 +475,7 @@ func TestListAndGet(t *testing.T) {
 	p, client, clk := newProvider()
 	create := func(pool *v1alpha1.NodePool) *provider.Machine {
 		t.Helper()
-		m, err := p.Create(ctx, pool)
+		m, err := p.Create(ctx, pool, "")
 		if err != nil {
 			t.Fatalf("Create: %v", err)
 		}
@@ -540,7 +540,7 @@ func TestANewProviderFindsRunningMachinesFromNodes(t *testing.T) {
 	first, client, clk := newProvider(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "fixture-0"}})
 	var running []string
 	for range 2 {
-		m, err := first.Create(ctx, newPool("p", withTemplate(v1alpha1.NodeTemplate{Image: "img-1", Capacity: v1alpha1.CapacitySpot})))
+		m, err := first.Create(ctx, newPool("p", withTemplate(v1alpha1.NodeTemplate{Image: "img-1", Capacity: v1alpha1.CapacitySpot})), "")
 		if err != nil {
 			t.Fatalf("Create: %v", err)
 		}
@@ -548,7 +548,7 @@ func TestANewProviderFindsRunningMachinesFromNodes(t *testing.T) {
 	}
 	clk.Step(v1alpha1.DefaultKwokBootDelay)
 	first.register(ctx)
-	booting, err := first.Create(ctx, newPool("p"))
+	booting, err := first.Create(ctx, newPool("p"), "")
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -595,7 +595,7 @@ func TestRunRegistersOnTheClockAndStops(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 
-	m, err := p.Create(ctx, newPool("p"))
+	m, err := p.Create(ctx, newPool("p"), "")
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -654,7 +654,7 @@ func TestStartupTaintsAreLiftedAfterRegistration(t *testing.T) {
 	startup := corev1.Taint{Key: "node.cilium.io/agent-not-ready", Value: "true", Effect: corev1.TaintEffectNoExecute}
 	p, client, clk := newProvider()
 	m, err := p.Create(ctx, newPool("batch", withKwok(v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{}}),
-		withTemplate(v1alpha1.NodeTemplate{Taints: []corev1.Taint{keep}, StartupTaints: []corev1.Taint{startup}})))
+		withTemplate(v1alpha1.NodeTemplate{Taints: []corev1.Taint{keep}, StartupTaints: []corev1.Taint{startup}})), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,5 +674,30 @@ func TestStartupTaintsAreLiftedAfterRegistration(t *testing.T) {
 	waitFor(t, "the startup taint lifted", func() bool { return len(taints()) == 1 })
 	if got := taints(); got[0].Key != keep.Key {
 		t.Errorf("taints after the lift = %v, want only %v", got, keep)
+	}
+}
+
+// Asking again for a machine of the same name (a controller that crashed
+// after asking) returns that machine, booting or running, and makes no
+// second one.
+func TestCreateIsIdempotentByName(t *testing.T) {
+	ctx := context.Background()
+	p, client, _ := newProvider()
+	pool := newPool("p", withKwok(v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{}}))
+	first, err := p.Create(ctx, pool, "p-fixed")
+	if err != nil || first.Name != "p-fixed" {
+		t.Fatalf("Create = %+v, %v; want machine p-fixed", first, err)
+	}
+	again, err := p.Create(ctx, pool, "p-fixed")
+	if err != nil || again.Name != "p-fixed" || again.State != provider.StateLaunching {
+		t.Fatalf("Create again while booting = %+v, %v; want the same launching machine", again, err)
+	}
+	p.register(ctx)
+	again, err = p.Create(ctx, pool, "p-fixed")
+	if err != nil || again.State != provider.StateRunning {
+		t.Fatalf("Create again once registered = %+v, %v; want the running machine", again, err)
+	}
+	if names := nodeNames(t, client); len(names) != 1 {
+		t.Errorf("nodes after three Creates of one name: %v, want one", names)
 	}
 }
