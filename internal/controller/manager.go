@@ -188,7 +188,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			return nil, fmt.Errorf("setting up the NodePool controller: %w", err)
 		}
 		dc := deletion.NewController(mgr.GetClient(), opts.Clock, queue, machines, deletion.Options{
-			Identity: opts.Identity, DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "deletion"),
+			DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "deletion"),
 		})
 		if err := dc.SetupWithManager(mgr, opts.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the node deletion controller: %w", err)

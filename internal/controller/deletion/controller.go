@@ -62,7 +62,6 @@ const terminatingRecheck = 30 * time.Second
 
 // Options configure the controller.
 type Options struct {
-	Identity string
 	// DryRun decides and reports, and changes nothing.
 	DryRun   bool
 	Recorder record.EventRecorder
