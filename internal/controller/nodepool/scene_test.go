@@ -372,4 +372,3 @@ func ready(n *corev1.Node) bool {
 func hasTaint(n *corev1.Node, key string) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
 }
-
