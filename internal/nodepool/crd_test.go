@@ -96,31 +96,16 @@ func specSchema(t *testing.T) apiextensionsv1.JSONSchemaProps {
 
 func maintenanceSchema(t *testing.T) apiextensionsv1.JSONSchemaProps {
 	t.Helper()
-	crds, err := chartCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, crd := range crds {
-		if crd.Name != "nodepools.sluice.dev" {
-			continue
-		}
-		for _, v := range crd.Spec.Versions {
-			if v.Name == v1alpha1.SchemeGroupVersion.Version {
-				return v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["maintenance"]
-			}
-		}
-	}
-	t.Fatal("the chart ships no nodepools.sluice.dev/v1alpha1 CRD")
-	return apiextensionsv1.JSONSchemaProps{}
+	return specSchema(t).Properties["maintenance"]
 }
 
 func decodeDefault(t *testing.T, m apiextensionsv1.JSONSchemaProps, field string, into any) {
 	t.Helper()
 	p, ok := m.Properties[field]
 	if !ok || p.Default == nil {
-		t.Fatalf("CRD: maintenance.%s has no default", field)
+		t.Fatalf("CRD: %s has no default", field)
 	}
 	if err := json.Unmarshal(p.Default.Raw, into); err != nil {
-		t.Fatalf("CRD: maintenance.%s default %s: %v", field, p.Default.Raw, err)
+		t.Fatalf("CRD: %s default %s: %v", field, p.Default.Raw, err)
 	}
 }

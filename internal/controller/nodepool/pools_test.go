@@ -345,20 +345,7 @@ func (s *scene) annotateNode(t *testing.T, node, key, value string) {
 }
 
 // nodeEvents lists "Reason: message" of the Events on a node.
-func (s *scene) nodeEvents(t *testing.T, node string) []string {
-	t.Helper()
-	list, err := s.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node {
-			out = append(out, e.Reason+": "+e.Message)
-		}
-	}
-	return out
-}
+func (s *scene) nodeEvents(t *testing.T, node string) []string { return s.events(t, "Node", node) }
 
 // holdsFor asserts that cond holds at every look for the whole window.
 func (s *scene) holdsFor(t *testing.T, window time.Duration, what string, cond func(context.Context) bool) {
@@ -602,5 +589,26 @@ func (s *scene) waitReplaced(t *testing.T, timeout time.Duration, what string, b
 			}
 		}
 		return fresh == n && len(nodes) == n, nil
+	})
+}
+
+// A pool that loses its provider lets go of its nodes: sluice takes its
+// finalizer off, so a Node can never be stuck by sluice.
+func TestAPoolWithoutAProviderKeepsNoFinalizer(t *testing.T) {
+	s := newScene(t, 1, nil)
+	node := s.waitNodes(t, 1, time.Minute)[0]
+	s.start(t)
+	hasFinalizer := func(ctx context.Context) (bool, error) {
+		n := &corev1.Node{}
+		if err := s.kube.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+			return false, err
+		}
+		return slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination), nil
+	}
+	s.env.WaitFor(t, 30*time.Second, "the finalizer on "+node, hasFinalizer)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Provider = v1alpha1.ProviderSpec{Name: v1alpha1.ProviderNone} })
+	s.env.WaitFor(t, 30*time.Second, "the finalizer gone from "+node, func(ctx context.Context) (bool, error) {
+		has, err := hasFinalizer(ctx)
+		return !has, err
 	})
 }

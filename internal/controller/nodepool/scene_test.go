@@ -345,11 +345,15 @@ func (a *auditor) check(t *testing.T, limit int) {
 	}
 }
 
-// poolEvents lists the reasons of the Events recorded on the pool.
-func (s *scene) poolEvents(t *testing.T) []string {
+// poolEvents lists "Reason: message" of the Events on the pool.
+func (s *scene) poolEvents(t *testing.T) []string { return s.events(t, "NodePool", s.name) }
+
+// events lists "Reason: message" of the Events on one object.
+func (s *scene) events(t *testing.T, kind, name string) []string {
 	t.Helper()
 	list, err := s.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", s.name).String()})
+		FieldSelector: fields.AndSelectors(fields.OneTermEqualSelector("involvedObject.kind", kind),
+			fields.OneTermEqualSelector("involvedObject.name", name)).String()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package kwok
 
 import (
-	"crypto/rand"
 	"maps"
 	"slices"
 	"strings"
@@ -186,15 +185,8 @@ func regionZones(typ catalog.Type) []string {
 // is one in 60 million for each; its Node's creation would fail, and the
 // machine with it.)
 func (p *Provider) newName(pool string) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	for {
-		var b [5]byte
-		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-		for i := range b {
-			b[i] = alphabet[int(b[i])%len(alphabet)]
-		}
-		name := pool + "-" + string(b[:])
-		if _, taken := p.machines[name]; !taken {
+		if name := provider.NewName(pool); p.machines[name] == nil {
 			return name
 		}
 	}
