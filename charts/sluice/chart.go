@@ -16,6 +16,9 @@ var crds embed.FS
 //go:embed templates/agent-policy.yaml
 var agentPolicy string
 
+//go:embed templates/controller-rbac.yaml
+var controllerRBAC string
+
 // CRDs returns the chart's CustomResourceDefinition manifests, one YAML
 // document each, in file name order.
 func CRDs() [][]byte {
@@ -41,6 +44,29 @@ func AgentPolicy(namespace string) (string, error) {
 	out := strings.ReplaceAll(agentPolicy, "{{ .Release.Namespace }}", namespace)
 	if i := strings.Index(out, "{{"); i >= 0 {
 		return "", fmt.Errorf("templates/agent-policy.yaml uses templating beyond the release namespace: %q", out[i:min(len(out), i+40)])
+	}
+	return out, nil
+}
+
+// ControllerRBAC returns the controller's ServiceAccount, ClusterRole,
+// leader-election Role and their bindings exactly as the chart installs them
+// into namespace, less the chart's common labels (the one other piece of
+// templating the file uses).
+func ControllerRBAC(namespace string) (string, error) {
+	var keep []string
+	lines := strings.Split(controllerRBAC, "\n")
+	for i, line := range lines {
+		if strings.Contains(line, `include "sluice.labels"`) {
+			continue
+		}
+		if strings.TrimSpace(line) == "labels:" && i+1 < len(lines) && strings.Contains(lines[i+1], `include "sluice.labels"`) {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	out := strings.ReplaceAll(strings.Join(keep, "\n"), "{{ .Release.Namespace }}", namespace)
+	if i := strings.Index(out, "{{"); i >= 0 {
+		return "", fmt.Errorf("templates/controller-rbac.yaml uses templating beyond the release namespace and labels: %q", out[i:min(len(out), i+40)])
 	}
 	return out, nil
 }

@@ -19,11 +19,13 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -237,6 +239,14 @@ func newManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building the scheme: %w", err)
 	}
+	var lock resourcelock.Interface
+	if opts.LeaderElection {
+		l, err := leaseLock(cfg, opts)
+		if err != nil {
+			return nil, err
+		}
+		lock = l
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
@@ -246,16 +256,17 @@ func newManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 				&corev1.Node{}: {Transform: stripNode},
 			},
 		},
-		Controller:                    config.Controller{ReconciliationTimeout: opts.RequestTimeout, SkipNameValidation: ptr.To(opts.SeveralManagers)},
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddress},
-		HealthProbeBindAddress:        opts.HealthAddress,
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              opts.LeaseName,
-		LeaderElectionNamespace:       opts.LeaseNamespace,
-		LeaderElectionReleaseOnCancel: true, // the queue stops its drains first, then the Lease goes at once
-		LeaseDuration:                 &opts.LeaseDuration,
-		RenewDeadline:                 &opts.RenewDeadline,
-		RetryPeriod:                   &opts.RetryPeriod,
+		Controller:                          config.Controller{ReconciliationTimeout: opts.RequestTimeout, SkipNameValidation: ptr.To(opts.SeveralManagers)},
+		Metrics:                             metricsserver.Options{BindAddress: opts.MetricsAddress},
+		HealthProbeBindAddress:              opts.HealthAddress,
+		LeaderElection:                      opts.LeaderElection,
+		LeaderElectionID:                    opts.LeaseName,
+		LeaderElectionNamespace:             opts.LeaseNamespace,
+		LeaderElectionReleaseOnCancel:       true, // the queue stops its drains first, then the Lease goes at once
+		LeaderElectionResourceLockInterface: lock,
+		LeaseDuration:                       &opts.LeaseDuration,
+		RenewDeadline:                       &opts.RenewDeadline,
+		RetryPeriod:                         &opts.RetryPeriod,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the controller manager: %w", err)
@@ -267,6 +278,23 @@ func newManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, fmt.Errorf("adding the readiness check: %w", err)
 	}
 	return mgr, nil
+}
+
+// leaseLock is the Lease the replicas compete for, held under this
+// replica's --identity and a per-start suffix: `kubectl get lease` names the
+// replica that leads (controller-runtime's own lock names the host, which
+// two replicas outside pods share).
+func leaseLock(cfg *rest.Config, opts Options) (resourcelock.Interface, error) {
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	// One hung request must not outlast the renew deadline.
+	cfg.Timeout = max(time.Second, opts.RenewDeadline/2)
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the leader-election client: %w", err)
+	}
+	id := opts.Identity + "_" + string(uuid.NewUUID())
+	return resourcelock.New(resourcelock.LeasesResourceLock, opts.LeaseNamespace, opts.LeaseName,
+		clientset.CoreV1(), clientset.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
 }
 
 // sharedDrainState indexes the cache's pods by node (one index, read by the

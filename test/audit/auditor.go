@@ -175,6 +175,16 @@ func (a *Auditor) Finish() Summary {
 		d.run()
 	}
 	a.pending = nil
+	// A person's cordon still in place, an undisturbed node still alone:
+	// each is a promise kept to the end.
+	for range a.personCordon {
+		a.pass(PersonCordon)
+	}
+	for range a.undisturbed {
+		if a.rows[Undisturbed].Violated == 0 {
+			a.pass(Undisturbed)
+		}
+	}
 	s := Summary{Seen: map[string]int{}}
 	for _, inv := range invariants {
 		s.Rows = append(s.Rows, *a.rows[inv])

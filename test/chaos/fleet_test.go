@@ -1,0 +1,299 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	chart "github.com/sluice-dev/sluice/charts/sluice"
+	"github.com/sluice-dev/sluice/internal/sandbox"
+	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+)
+
+const (
+	controllerNamespace = "sluice-system"
+	controllerAccount   = "sluice-controller"
+	leaseName           = "sluice-controller-chaos"
+)
+
+// sluiceBinary builds the sluice command once per test binary.
+var sluiceBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "sluice-chaos-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "sluice")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-dev/sluice/cmd/sluice").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building sluice: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// controllerKubeconfig installs the chart's controller RBAC and writes a
+// kubeconfig that authenticates as its service account, reaching the API
+// server at server (the sandbox's, or a proxy's): the controllers under test
+// hold exactly the permissions the chart grants, and a missing one fails the
+// run.
+func controllerKubeconfig(t *testing.T, env *sandboxtest.Env, server string) string {
+	t.Helper()
+	rbac, err := chart.ControllerRBAC(controllerNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + controllerNamespace + "\n---\n"
+	if err := sandbox.ApplyManifests(t.Context(), env.Config, ns+rbac); err != nil {
+		t.Fatalf("installing the chart's controller RBAC: %v", err)
+	}
+	cfg, err := sandbox.AgentConfig(t.Context(), env.Client, env.Config, controllerNamespace, controllerAccount, nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeKubeconfig(t, cfg, server)
+}
+
+func writeKubeconfig(t *testing.T, cfg *rest.Config, server string) string {
+	t.Helper()
+	cluster := &clientcmdapi.Cluster{Server: server}
+	if strings.HasPrefix(server, "https://") {
+		cluster.CertificateAuthorityData = cfg.CAData
+		cluster.CertificateAuthority = cfg.CAFile
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["sandbox"] = cluster
+	kc.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["sandbox"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "controller"}
+	kc.CurrentContext = "sandbox"
+	path := filepath.Join(t.TempDir(), "controller.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// fleet runs two `sluice controller` processes with leader election and
+// SIGKILLs one every 5–15 s, chosen by a seeded random source: the leader
+// (read from the Lease) three times in four.
+type fleet struct {
+	t          *testing.T
+	bin        string
+	kubeconfig string
+	client     kubernetes.Interface
+	rng        *rand.Rand
+
+	mu       sync.Mutex
+	procs    map[string]*proc
+	logs     map[string]*bytes.Buffer
+	kills    int
+	exits    int // processes that ended without being killed (and were restarted)
+	leaders  map[string]bool
+	stopping bool
+	stopKill chan struct{}
+	killDone chan struct{}
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	killed bool
+}
+
+func newFleet(t *testing.T, bin, kubeconfig string, client kubernetes.Interface, seed uint64) *fleet {
+	f := &fleet{t: t, bin: bin, kubeconfig: kubeconfig, client: client, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
+		procs: map[string]*proc{}, logs: map[string]*bytes.Buffer{}, leaders: map[string]bool{}}
+	for _, id := range []string{"chaos-a", "chaos-b"} {
+		f.start(id)
+	}
+	t.Cleanup(f.stop)
+	return f
+}
+
+// lockedWriter lets a process write its log while the test reads it.
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (f *fleet) start(id string) {
+	cmd := exec.Command(f.bin, "controller", "--kubeconfig", f.kubeconfig, "--identity", id,
+		"--leader-elect", "--leader-election-namespace", controllerNamespace, "--leader-election-id", leaseName,
+		"--leader-election-lease-duration", "6s", "--leader-election-renew-deadline", "4s", "--leader-election-retry-period", "1s",
+		"--providers", "kwok", "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--log-format", "json")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	buf := f.logs[id]
+	if buf == nil {
+		buf = &bytes.Buffer{}
+		f.logs[id] = buf
+	}
+	fmt.Fprintf(buf, "--- start %s\n", time.Now().Format(time.StampMilli))
+	cmd.Stdout, cmd.Stderr = lockedWriter{&f.mu, buf}, lockedWriter{&f.mu, buf}
+	if err := cmd.Start(); err != nil {
+		f.t.Fatalf("starting controller %s: %v", id, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	f.procs[id] = p
+	go f.supervise(id, p)
+}
+
+// supervise restarts a controller that ended by itself (a lost Lease makes
+// controller-runtime exit), as a Deployment's restart policy would.
+func (f *fleet) supervise(id string, p *proc) {
+	err := p.cmd.Wait()
+	close(p.done)
+	f.mu.Lock()
+	again := !p.killed && !f.stopping
+	if again {
+		f.exits++
+		fmt.Fprintf(f.logs[id], "--- exited by itself %s: %v\n", time.Now().Format(time.StampMilli), err)
+	}
+	f.mu.Unlock()
+	if again {
+		time.Sleep(time.Second)
+		f.mu.Lock()
+		stopping := f.stopping
+		f.mu.Unlock()
+		if !stopping {
+			f.start(id)
+		}
+	}
+}
+
+// killLoop runs until stopKilling.
+func (f *fleet) killLoop(ctx context.Context) {
+	f.stopKill, f.killDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(f.killDone)
+		for {
+			f.mu.Lock()
+			wait := time.Duration(5000+f.rng.IntN(10001)) * time.Millisecond
+			f.mu.Unlock()
+			select {
+			case <-f.stopKill:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			f.killOne(ctx)
+		}
+	}()
+}
+
+func (f *fleet) killOne(ctx context.Context) {
+	leader := f.leader(ctx)
+	f.mu.Lock()
+	victim := "chaos-a"
+	if f.rng.IntN(2) == 1 {
+		victim = "chaos-b"
+	}
+	if f.procs[leader] != nil && f.rng.IntN(4) < 3 {
+		victim = leader
+	}
+	back := time.Duration(f.rng.IntN(6000)) * time.Millisecond
+	p := f.procs[victim]
+	p.killed = true
+	f.kills++
+	fmt.Fprintf(f.logs[victim], "--- SIGKILL %s (leader %q)\n", time.Now().Format(time.StampMilli), leader)
+	f.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	// Back after a while, as a restarted container would be; long enough,
+	// sometimes, for the other replica to take the Lease.
+	select {
+	case <-time.After(back):
+	case <-ctx.Done():
+		return
+	}
+	f.start(victim)
+}
+
+// leader is the Lease's holder, "" when none can be read.
+func (f *fleet) leader(ctx context.Context) string {
+	lease, err := f.client.CoordinationV1().Leases(controllerNamespace).Get(ctx, leaseName, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	holder := *lease.Spec.HolderIdentity
+	// client-go's resource lock writes "<identity>_<uuid>".
+	holder, _, _ = strings.Cut(holder, "_")
+	f.mu.Lock()
+	f.leaders[holder] = true
+	f.mu.Unlock()
+	return holder
+}
+
+func (f *fleet) stopKilling() {
+	if f.stopKill != nil {
+		close(f.stopKill)
+		<-f.killDone
+		f.stopKill = nil
+	}
+}
+
+// stop ends both controllers (SIGTERM, then SIGKILL after 15 s) and waits.
+func (f *fleet) stop() {
+	f.stopKilling()
+	f.mu.Lock()
+	f.stopping = true
+	procs := make([]*proc, 0, len(f.procs))
+	for _, p := range f.procs {
+		procs = append(procs, p)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	f.mu.Unlock()
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+// tail is the last lines each controller logged, for a failure message.
+func (f *fleet) tail(lines int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	for id, buf := range f.logs {
+		all := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+		fmt.Fprintf(&b, "=== %s (last %d lines)\n%s\n", id, lines, strings.Join(all[max(0, len(all)-lines):], "\n"))
+	}
+	return b.String()
+}
+
+// counts returns the kills, the exits nobody asked for, and the identities
+// seen leading.
+func (f *fleet) counts() (kills, exits int, leaders []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id := range f.leaders {
+		leaders = append(leaders, id)
+	}
+	slices.Sort(leaders)
+	return f.kills, f.exits, leaders
+}
