@@ -151,6 +151,12 @@ func TestLeastPrivilege(t *testing.T) {
 		wantForbidden(t, client.CoreV1().Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}))
 		requirePodIntact(t, env.Client, victim)
 	})
+	t.Run("cannot read Secrets", func(t *testing.T) {
+		_, err := client.CoreV1().Secrets(agentNamespace).List(ctx, metav1.ListOptions{})
+		wantForbidden(t, err)
+		_, err = client.CoreV1().Secrets(victim.Namespace).Get(ctx, "anything", metav1.GetOptions{})
+		wantForbidden(t, err)
+	})
 	t.Run("a token not bound to a pod on a node may not write", func(t *testing.T) {
 		cfg, err := sandbox.AgentConfig(ctx, env.Client, env.Config, agentNamespace, agentServiceAccount, nil, time.Hour)
 		if err != nil {

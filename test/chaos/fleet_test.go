@@ -286,6 +286,21 @@ func (f *fleet) tail(lines int) string {
 	return b.String()
 }
 
+// lines returns the log lines of every controller that contain substr.
+func (f *fleet) lines(substr string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for id, buf := range f.logs {
+		for _, line := range strings.Split(buf.String(), "\n") {
+			if strings.Contains(line, substr) {
+				out = append(out, id+": "+line)
+			}
+		}
+	}
+	return out
+}
+
 // counts returns the kills, the exits nobody asked for, and the identities
 // seen leading.
 func (f *fleet) counts() (kills, exits int, leaders []string) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +138,12 @@ func runScenario(t *testing.T, env *sandboxtest.Env, server string, seed uint64)
 	t.Logf("seed %d: %d kills, %d exits by themselves, leaders seen %v, scenario %s\nauditor:\n%s",
 		seed, kills, exits, leaders, wall.Round(100*time.Millisecond), sum)
 	s.checkEnd(sum)
+	// The controllers run with the chart's RBAC: a request it does not
+	// allow is a permission the chart lacks.
+	if denied := f.lines("forbidden"); len(denied) > 0 {
+		t.Errorf("the API server refused the controllers %d requests as forbidden: the chart's RBAC lacks them:\n%s",
+			len(denied), strings.Join(denied[:min(5, len(denied))], "\n"))
+	}
 	if kills < 3 {
 		t.Errorf("only %d kills during the scenario: too few to vouch for anything", kills)
 	}
