@@ -14,7 +14,7 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # a 2-core machine comfortably.
 TEST_FLAGS    ?= -race -count=1 -p 2 -timeout 45m
 
-.PHONY: build tools test unit fuzz bench demo demo-down lint fmt clean
+.PHONY: build tools test unit fuzz bench chaos soak demo demo-down lint fmt clean
 
 build: ## build bin/sluice
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
@@ -37,6 +37,15 @@ fuzz: ## fuzz each metadata parser for FUZZTIME (default 30s each)
 	for t in $(FUZZTARGETS); do \
 	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./pkg/maintenance/$${t%%:*}/ || exit 1; \
 	done
+
+# The fault-proof suite (docs/design/fault-proof.md); `make test` runs it too.
+# SLUICE_CHAOS_SEED=N replays a run's kills and faults.
+chaos: tools ## the auditor's self-test, controllers SIGKILLed mid-rollout, a faulty API server, least privilege (a few minutes)
+	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" $(GO) test -count=1 -v -timeout 40m ./test/audit/ ./test/chaos/
+
+DURATION ?= 30m
+soak: tools ## DURATION (default 30m) of mixed events, expiry, drift and drains on 200 nodes through the fault proxy; memory must stay flat
+	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_SOAK_DURATION=$(DURATION) $(GO) test -count=1 -v -timeout 6h -run '^TestSoak$$' ./test/chaos/
 
 BENCH ?= .
 bench: tools ## benchmarks (each builds its own cluster; BENCH=regexp picks some)

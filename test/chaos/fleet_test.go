@@ -94,6 +94,7 @@ type fleet struct {
 	t          *testing.T
 	bin        string
 	kubeconfig string
+	extra      []string // more flags for every replica
 	client     kubernetes.Interface
 	rng        *rand.Rand
 
@@ -114,10 +115,11 @@ type proc struct {
 	killed bool
 }
 
-func newFleet(t *testing.T, bin, kubeconfig string, client kubernetes.Interface, seed uint64) *fleet {
-	f := &fleet{t: t, bin: bin, kubeconfig: kubeconfig, client: client, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
+// newFleet starts one controller per identity, each with extra flags.
+func newFleet(t *testing.T, bin, kubeconfig string, client kubernetes.Interface, seed uint64, ids []string, extra ...string) *fleet {
+	f := &fleet{t: t, bin: bin, kubeconfig: kubeconfig, extra: extra, client: client, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		procs: map[string]*proc{}, logs: map[string]*bytes.Buffer{}, leaders: map[string]bool{}}
-	for _, id := range []string{"chaos-a", "chaos-b"} {
+	for _, id := range ids {
 		f.start(id)
 	}
 	t.Cleanup(f.stop)
@@ -137,10 +139,14 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 }
 
 func (f *fleet) start(id string) {
-	cmd := exec.Command(f.bin, "controller", "--kubeconfig", f.kubeconfig, "--identity", id,
+	args := append([]string{"controller", "--kubeconfig", f.kubeconfig, "--identity", id,
 		"--leader-elect", "--leader-election-namespace", controllerNamespace, "--leader-election-id", leaseName,
 		"--leader-election-lease-duration", "6s", "--leader-election-renew-deadline", "4s", "--leader-election-retry-period", "1s",
-		"--providers", "kwok", "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--log-format", "json")
+		"--providers", "kwok", "--health-probe-bind-address", "0", "--log-format", "json"}, f.extra...)
+	if !slices.Contains(f.extra, "--metrics-bind-address") {
+		args = append(args, "--metrics-bind-address", "0")
+	}
+	cmd := exec.Command(f.bin, args...)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	buf := f.logs[id]
@@ -205,10 +211,12 @@ func (f *fleet) killLoop(ctx context.Context) {
 func (f *fleet) killOne(ctx context.Context) {
 	leader := f.leader(ctx)
 	f.mu.Lock()
-	victim := "chaos-a"
-	if f.rng.IntN(2) == 1 {
-		victim = "chaos-b"
+	ids := make([]string, 0, len(f.procs))
+	for id := range f.procs {
+		ids = append(ids, id)
 	}
+	slices.Sort(ids)
+	victim := ids[f.rng.IntN(len(ids))]
 	if f.procs[leader] != nil && f.rng.IntN(4) < 3 {
 		victim = leader
 	}

@@ -84,7 +84,7 @@ func runScenario(t *testing.T, env *sandboxtest.Env, server string, seed uint64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFleet(t, bin, controllerKubeconfig(t, env, server), env.Client, seed)
+	f := newFleet(t, bin, controllerKubeconfig(t, env, server), env.Client, seed, []string{"chaos-a", "chaos-b"})
 	f.killLoop(ctx)
 	start := time.Now()
 
@@ -135,8 +135,8 @@ func runScenario(t *testing.T, env *sandboxtest.Env, server string, seed uint64)
 	time.Sleep(10 * time.Second)
 	sum := a.Finish()
 	kills, exits, leaders := f.counts()
-	t.Logf("seed %d: %d kills, %d exits by themselves, leaders seen %v, scenario %s\nauditor:\n%s",
-		seed, kills, exits, leaders, wall.Round(100*time.Millisecond), sum)
+	t.Logf("seed %d: %d kills, %d exits by themselves, leaders seen %v, scenario %s, load %s\nauditor:\n%s",
+		seed, kills, exits, leaders, wall.Round(100*time.Millisecond), loadavg(), sum)
 	s.checkEnd(sum)
 	// The controllers run with the chart's RBAC: a request it does not
 	// allow is a permission the chart lacks.
@@ -173,7 +173,7 @@ func setScene(t *testing.T, env *sandboxtest.Env) *scene {
 	// Registered first, so it runs last: after the controllers stop, let
 	// the pool's nodes go (nobody is left to remove their finalizer).
 	t.Cleanup(s.cleanup)
-	s.poolNodes = s.makePoolNodes()
+	s.poolNodes = s.makeNodes(poolSize)
 	for _, n := range env.CreateNodes(t, fixture.AKSPool(s.name+"m", maintNodes, fixture.WithLabels(s.maintLabels))) {
 		s.maint = append(s.maint, n.Name)
 	}
@@ -207,10 +207,10 @@ func setScene(t *testing.T, env *sandboxtest.Env) *scene {
 	return s
 }
 
-// makePoolNodes has a kwok provider of the test's own make the pool's
-// nodes, as the controllers' providers would have; they find them from
-// their Nodes.
-func (s *scene) makePoolNodes() []string {
+// makeNodes has a kwok provider of the test's own make n nodes for the
+// pool, as the controllers' providers would have; they find them from their
+// Nodes.
+func (s *scene) makeNodes(n int) []string {
 	t := s.t
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -219,16 +219,16 @@ func (s *scene) makePoolNodes() []string {
 	fast := s.pool.DeepCopy()
 	fast.Spec.Provider.Kwok.BootDelay = &metav1.Duration{}
 	var names []string
-	for range poolSize {
+	for range n {
 		m, err := p.Create(ctx, fast, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		names = append(names, m.Name)
 	}
-	s.env.WaitFor(t, 2*time.Minute, "the pool's nodes Ready", func(ctx context.Context) (bool, error) {
+	s.env.WaitFor(t, 5*time.Minute, "the pool's nodes Ready", func(ctx context.Context) (bool, error) {
 		nodes, err := s.nodes(ctx, s.poolLabels)
-		if err != nil || len(nodes) != poolSize {
+		if err != nil || len(nodes) != n {
 			return false, nil
 		}
 		for _, n := range nodes {
