@@ -97,7 +97,7 @@ type Source struct {
 	jitter func(time.Duration) time.Duration
 
 	keys    [len(watched)]key
-	updates chan update          // answers of the polls in flight, one at most per key
+	updates chan update         // answers of the polls in flight, one at most per key
 	seen    map[string]sighting // when each announced event was first observed
 	held    maintenance.Holder
 }
