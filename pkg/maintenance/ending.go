@@ -28,7 +28,7 @@ type EndConfirmation struct {
 	For time.Duration
 }
 
-// DefaultEndConfirmation: two answers and ten seconds. At Azure's one-second
+// DefaultEndConfirmation is two answers and ten seconds. At Azure's one-second
 // poll that is eleven answers; at AWS's five seconds, three.
 var DefaultEndConfirmation = EndConfirmation{Answers: 2, For: 10 * time.Second}
 
