@@ -177,6 +177,29 @@ func (r *recorder) String() string {
 	return b.String()
 }
 
+// faultCases are the faults every emulator plays, and how each shows.
+var faultCases = []struct {
+	name  string
+	fault maintenance.Fault
+	// seen says the fault took effect in this answer; it is cleared
+	// once lasting answers have shown it.
+	seen    func(answer, int) bool
+	lasting int
+	// step is how far the agent's clock moves per answer.
+	step time.Duration
+}{
+	{"slow", maintenance.Fault{Kind: maintenance.FaultSlow, Delay: slowAnswer}, failed, 1, time.Second},
+	{"server errors", maintenance.Fault{Kind: maintenance.FaultServerError}, failed, 1, time.Second},
+	// Three answers, six seconds apart: longer than an end takes to be
+	// confirmed, so only the source's Holder keeps the events through a
+	// part it cannot read (GCP).
+	{"truncated", maintenance.Fault{Kind: maintenance.FaultTruncated}, func(a answer, _ int) bool { return a.err != nil || len(a.obs.Rejected) > 0 }, 3, 6 * time.Second},
+	// Four answers a second apart, shorter than an end takes to be
+	// confirmed: on AWS and GCP two documents announce, so both vanish
+	// for two polls; on Azure the event vanishes for four.
+	{"flapping", maintenance.Fault{Kind: maintenance.FaultFlap, Answers: 4}, func(a answer, live int) bool { return a.err == nil && len(a.obs.Events) < live }, 1, time.Second},
+}
+
 // Under every fault, on every cloud, every report the agent would write
 // holds exactly the events announced before the fault: a fault never ends
 // one (no node is put back into service by a bad answer) and never makes
@@ -184,29 +207,8 @@ func (r *recorder) String() string {
 // (an error, a rejected part, or an event missing from what was read), and
 // the machine is seen to answer well again after it.
 func TestMetadataFaultsNeverChangeTheReport(t *testing.T) {
-	faults := []struct {
-		name  string
-		fault maintenance.Fault
-		// seen says the fault took effect in this answer; it is cleared
-		// once lasting answers have shown it.
-		seen    func(answer, int) bool
-		lasting int
-		// step is how far the agent's clock moves per answer.
-		step time.Duration
-	}{
-		{"slow", maintenance.Fault{Kind: maintenance.FaultSlow, Delay: slowAnswer}, failed, 1, time.Second},
-		{"server errors", maintenance.Fault{Kind: maintenance.FaultServerError}, failed, 1, time.Second},
-		// Three answers, six seconds apart: longer than an end takes to be
-		// confirmed, so only the source's Holder keeps the events through a
-		// part it cannot read (GCP).
-		{"truncated", maintenance.Fault{Kind: maintenance.FaultTruncated}, func(a answer, _ int) bool { return a.err != nil || len(a.obs.Rejected) > 0 }, 3, 6 * time.Second},
-		// Four answers a second apart, shorter than an end takes to be
-		// confirmed: on AWS and GCP two documents announce, so both vanish
-		// for two polls; on Azure the event vanishes for four.
-		{"flapping", maintenance.Fault{Kind: maintenance.FaultFlap, Answers: 4}, func(a answer, live int) bool { return a.err == nil && len(a.obs.Events) < live }, 1, time.Second},
-	}
 	for _, cloud := range clouds {
-		for _, f := range faults {
+		for _, f := range faultCases {
 			t.Run(string(cloud.source)+"/"+f.name, func(t *testing.T) {
 				t.Parallel()
 				m := cloud.start(t)
