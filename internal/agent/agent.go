@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
@@ -33,6 +34,11 @@ type Config struct {
 	Watcher maintenance.Watcher
 	// Approver starts events early; nil when the cloud has no such call.
 	Approver maintenance.Approver
+	// EndConfirmation says when an event the metadata service stops
+	// announcing is over (maintenance.DefaultEndConfirmation when zero).
+	EndConfirmation maintenance.EndConfirmation
+	// Clock measures it (the real clock when nil).
+	Clock clock.PassiveClock
 }
 
 // Agent mirrors one machine's maintenance events onto its Node. It logs what
@@ -50,16 +56,31 @@ type Agent struct {
 	// writtenOver: a node still at that version is the cache not yet showing
 	// the write, and is not written again.
 	written, writtenOver string
+
+	// What the watch loop keeps between answers (see take).
+	ends     *maintenance.EndConfirmer
+	readErr  string          // the last failure to read the metadata service
+	rejected map[string]bool // the unreadable parts of the last answer
+	missing  map[string]bool // the events kept although the last answer lacked them
 }
 
 // New returns an agent; Run starts it.
 func New(client kubernetes.Interface, log *slog.Logger, cfg Config) *Agent {
-	return &Agent{client: client, log: log.With("node", cfg.Node), cfg: cfg, logged: map[string]maintenance.Event{}}
+	if cfg.EndConfirmation == (maintenance.EndConfirmation{}) {
+		cfg.EndConfirmation = maintenance.DefaultEndConfirmation
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Agent{client: client, log: log.With("node", cfg.Node), cfg: cfg, logged: map[string]maintenance.Event{},
+		ends: maintenance.NewEndConfirmer(cfg.Clock, cfg.EndConfirmation), rejected: map[string]bool{}, missing: map[string]bool{}}
 }
 
 // Run watches the node and the metadata service until ctx ends. A failing
 // metadata service is logged and changes nothing on the node: the last
-// report stands until the service answers again.
+// report stands until the service answers again. The metadata service is
+// first read once the node is, so that the events the node's report holds
+// (written before a restart) end only once their end is confirmed.
 func (a *Agent) Run(ctx context.Context) error {
 	nodes := make(chan *corev1.Node, 1)
 	factory := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
@@ -77,10 +98,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 
+	var node *corev1.Node
+	select {
+	case <-ctx.Done():
+		return nil
+	case node = <-nodes:
+	}
+	if r, ok, err := maintenance.ReportOf(node); ok && err == nil {
+		a.ends.Seed(r.Events)
+	}
 	observations := make(chan maintenance.Report, 1)
 	go a.watch(ctx, observations)
 
-	var node *corev1.Node
 	var seen *maintenance.Report
 	for {
 		select {
@@ -89,9 +118,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		case node = <-nodes:
 		case r := <-observations:
 			seen = &r
-		}
-		if node == nil {
-			continue
 		}
 		if seen != nil {
 			a.logChanges(*seen)
@@ -110,42 +136,62 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-// watch turns the metadata service's answers into reports, one per answer.
-// An unreadable part of an answer is logged when it first appears, and goes
-// into the report, where the controller turns it into an Event on the node.
+// watch turns the metadata service's answers into reports, one per answer
+// that could be read.
 func (a *Agent) watch(ctx context.Context, out chan maintenance.Report) {
-	var lastErr string
-	rejected := map[string]bool{}
 	for ctx.Err() == nil {
 		obs, err := a.cfg.Watcher.Next(ctx)
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return
-		case err != nil:
-			if err.Error() != lastErr {
-				a.log.Error("reading the metadata service; keeping the last report", "err", err)
-			}
-			lastErr = err.Error()
-			continue
-		case lastErr != "":
-			a.log.Info("metadata service answers again")
-			lastErr = ""
 		}
-		now := map[string]bool{}
-		for _, r := range obs.Rejected {
-			if msg := r.Error(); !rejected[msg] && !now[msg] {
-				a.log.Warn("ignoring an unreadable part of the metadata answer", "err", r)
-			}
-			now[r.Error()] = true
+		if r, ok := a.take(obs, err); ok {
+			latest(out, r)
 		}
-		for msg := range rejected {
-			if !now[msg] {
-				a.log.Info("the metadata answer no longer has this unreadable part", "part", msg)
-			}
-		}
-		rejected = now
-		latest(out, maintenance.NewReport(a.cfg.Source, a.cfg.Approver != nil, obs.Events).WithRejected(obs.Rejected))
 	}
+}
+
+// take turns one answer of the metadata service into the report to write;
+// ok is false when the answer could not be read, which changes nothing. An
+// event the answer no longer lists stays in the report, as last read, until
+// its end is confirmed (Config.EndConfirmation). An unreadable part of an
+// answer is logged when it first appears, and goes into the report, where
+// the controller turns it into an Event on the node.
+func (a *Agent) take(obs maintenance.Observation, err error) (r maintenance.Report, ok bool) {
+	switch {
+	case err != nil:
+		if err.Error() != a.readErr {
+			a.log.Error("reading the metadata service; keeping the last report", "err", err)
+		}
+		a.readErr = err.Error()
+		return maintenance.Report{}, false
+	case a.readErr != "":
+		a.log.Info("metadata service answers again")
+		a.readErr = ""
+	}
+	now := map[string]bool{}
+	for _, r := range obs.Rejected {
+		if msg := r.Error(); !a.rejected[msg] && !now[msg] {
+			a.log.Warn("ignoring an unreadable part of the metadata answer", "err", r)
+		}
+		now[r.Error()] = true
+	}
+	for msg := range a.rejected {
+		if !now[msg] {
+			a.log.Info("the metadata answer no longer has this unreadable part", "part", msg)
+		}
+	}
+	a.rejected = now
+	obs, kept := a.ends.Confirm(obs)
+	missing := map[string]bool{}
+	for _, id := range kept {
+		if !a.missing[id] {
+			a.log.Info("maintenance event missing from the metadata answer; kept until its end is confirmed", "id", id,
+				"answers", a.cfg.EndConfirmation.Answers, "for", a.cfg.EndConfirmation.For)
+		}
+		missing[id] = true
+	}
+	a.missing = missing
+	return maintenance.NewReport(a.cfg.Source, a.cfg.Approver != nil, obs.Events).WithRejected(obs.Rejected), true
 }
 
 // publish writes the report onto the node when it differs from what is there.

@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
@@ -141,5 +144,71 @@ func TestAgentLogsEachChangeOnce(t *testing.T) {
 	}
 	if got, over := logs.count("maintenance event"), logs.count("maintenance event over"); got != 2 || over != 1 {
 		t.Errorf("logged %d event lines and %d ends; want 2 (Scheduled, Started) and 1", got, over)
+	}
+}
+
+// scripted answers, one per Next, the observations the test sends it.
+type scripted chan maintenance.Observation
+
+func (s scripted) Next(ctx context.Context) (maintenance.Observation, error) {
+	select {
+	case <-ctx.Done():
+		return maintenance.Observation{}, ctx.Err()
+	case obs := <-s:
+		return obs, nil
+	}
+}
+
+// A restarted agent takes the events its node's report holds as known: an
+// answer that lacks them ends them only once their end is confirmed, as for
+// an agent that never stopped. (The fake clientset stands in for the agent's
+// own write onto its node; nothing here is the API server's to decide.)
+func TestARestartedAgentKeepsItsNodesEventsUntilTheirEndIsConfirmed(t *testing.T) {
+	report := maintenance.NewReport(maintenance.SourceAzure, false, []maintenance.Event{{ID: "A1", Source: maintenance.SourceAzure,
+		Type: maintenance.TypeRedeploy, Status: maintenance.StatusScheduled}})
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
+		Annotations: map[string]string{maintenance.AnnotationEvents: report.Encode()}}})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	w := make(scripted)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- New(client, slog.New(slog.DiscardHandler), Config{Node: "n1", Source: maintenance.SourceAzure, Watcher: w, Clock: clk}).Run(ctx)
+	}()
+	for i, step := range []struct {
+		after time.Duration
+		want  int
+	}{{0, 1}, {5 * time.Second, 1}, {5 * time.Second, 0}} {
+		clk.Step(step.after)
+		// Each answer lists no event and one unreadable part of its own, by
+		// which the test knows the report written for it.
+		marker := fmt.Sprintf("answer %d: garbage", i)
+		select {
+		case w <- maintenance.Observation{Rejected: []error{maintenance.Reject(fmt.Sprintf("answer %d", i), errors.New("garbage"))}}:
+		case <-ctx.Done():
+			t.Fatal("the agent never read the metadata service")
+		}
+		for {
+			n, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _, _ := maintenance.ReportOf(n)
+			if slices.Contains(r.Rejected, marker) {
+				if len(r.Events) != step.want {
+					t.Errorf("answer %d, %s after the first without A1: report %+v; want %d events", i, clk.Since(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)), r, step.want)
+				}
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("no report for answer %d", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("agent: %v", err)
 	}
 }

@@ -23,6 +23,7 @@ type agentFlags struct {
 	endpoint string
 	interval time.Duration
 	timeout  time.Duration
+	endAfter time.Duration
 }
 
 func newAgentCommand() *cobra.Command {
@@ -45,6 +46,8 @@ func newAgentCommand() *cobra.Command {
 	fs.StringVar(&f.endpoint, "imds-endpoint", envOr("SLUICE_IMDS_ENDPOINT", ""), "metadata service URL, e.g. http://127.0.0.1:PORT for an emulator (env SLUICE_IMDS_ENDPOINT; default: the cloud's own)")
 	fs.DurationVar(&f.interval, "poll-interval", maintenance.DefaultPollInterval, "how often to poll (Azure and AWS; GCP long-polls)")
 	fs.DurationVar(&f.timeout, "imds-timeout", 2*time.Second, "bound on each metadata request")
+	fs.DurationVar(&f.endAfter, "end-confirmation", maintenance.DefaultEndConfirmation.For,
+		"how long an event must be missing from the metadata answers (two at least) before it is over")
 	return cmd
 }
 
@@ -63,6 +66,9 @@ func (f *agentFlags) validate() error {
 	}
 	if f.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--imds-timeout %s: must be positive", f.timeout))
+	}
+	if f.endAfter < 0 {
+		errs = append(errs, fmt.Errorf("--end-confirmation %s: use 0s or more", f.endAfter))
 	}
 	return errors.Join(errs...)
 }
@@ -95,5 +101,7 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	}
 	approver, _ := watcher.(maintenance.Approver)
 	log.Info("agent started", "node", f.node, "cloud", cloud, "approves", approver != nil)
-	return agent.New(client, log, agent.Config{Node: f.node, Source: cloud, Watcher: watcher, Approver: approver}).Run(ctx)
+	ends := maintenance.EndConfirmation{Answers: maintenance.DefaultEndConfirmation.Answers, For: f.endAfter}
+	return agent.New(client, log, agent.Config{Node: f.node, Source: cloud, Watcher: watcher, Approver: approver,
+		EndConfirmation: ends, Clock: clock.RealClock{}}).Run(ctx)
 }

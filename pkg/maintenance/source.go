@@ -11,7 +11,8 @@ const DefaultPollInterval = time.Second
 
 // Observation is what a source saw at one moment: every maintenance event
 // currently announced for this machine. An event missing from a later
-// observation is over.
+// observation may be over: the agent takes it as over once its end is
+// confirmed (see EndConfirmation).
 type Observation struct {
 	Events []Event
 	// Rejected lists parts of the answer that could not be read (a bad

@@ -97,7 +97,11 @@ func (s *scene) startAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	approver, _ := w.(maintenance.Approver)
-	a := agent.New(s.env.Client, logger(t).With("component", "agent"), agent.Config{Node: s.node, Source: s.cloud, Watcher: w, Approver: approver})
+	// An event ends with the first answer without it, as before the agent
+	// confirmed ends (internal/agent proves that rule): these scenes time
+	// the controller, not the confirmation.
+	a := agent.New(s.env.Client, logger(t).With("component", "agent"), agent.Config{Node: s.node, Source: s.cloud, Watcher: w, Approver: approver,
+		EndConfirmation: maintenance.EndConfirmation{Answers: 1}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = a.Run(ctx) }()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
 // Server emulates one instance's metadata service, with tokens required
@@ -20,8 +22,13 @@ import (
 // (401 otherwise); documents that are not there answer 404; every answer is
 // text/plain. Token lifetimes run on the server's own clock, so a test can
 // expire them. It is safe for concurrent use.
+//
+// The faults every emulator plays alike can be turned on (SetFault): slow
+// answers, 500s, documents cut in the middle, events missing from some
+// answers.
 type Server struct {
-	clk clock.Clock
+	clk    clock.Clock
+	faults maintenance.Faults
 
 	mu           sync.Mutex
 	tokens       map[string]time.Time // token → expiry
@@ -129,6 +136,18 @@ func (s *Server) AnswerRaw(path string, body []byte) {
 	s.raw[path] = body
 }
 
+// SetFault makes the server misbehave from now on, as f says; a zero Fault
+// ends the misbehaviour. Every request counts as one answer: FaultSlow and
+// FaultServerError (500) apply to token PUTs and GETs alike, FaultTruncated to
+// each document answered 200, and FaultFlap to each document that announces
+// something (the Spot notice and its termination time, a non-empty scheduled
+// list, the rebalance recommendation, a Terminated lifecycle state), which
+// then answers 404 (the scheduled list: []).
+func (s *Server) SetFault(f maintenance.Fault) { s.faults.Set(f) }
+
+// Fault is the current fault, with the answers it has left to spoil.
+func (s *Server) Fault() maintenance.Fault { return s.faults.Get() }
+
 // TokensIssued counts the tokens handed out so far.
 func (s *Server) TokensIssued() int { s.mu.Lock(); defer s.mu.Unlock(); return s.issued }
 
@@ -137,6 +156,13 @@ func (s *Server) Unauthorized() int { s.mu.Lock(); defer s.mu.Unlock(); return s
 
 // ServeHTTP implements the service.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f, ok := s.faults.Play(maintenance.FaultSlow); ok {
+		f.Hold(r.Context())
+	}
+	if _, ok := s.faults.Play(maintenance.FaultServerError); ok {
+		writeError(w, http.StatusInternalServerError)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failNext > 0 {
@@ -191,32 +217,38 @@ func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body, ok := s.raw[r.URL.Path]; ok {
-		writeText(w, body)
+		s.writeDocument(w, body)
 		return
+	}
+	spot, scheduled, rebalance, lifecycle := s.spot, s.scheduled, s.rebalance, s.lifecycle
+	if s.announces(r.URL.Path) {
+		if _, hide := s.faults.Play(maintenance.FaultFlap); hide {
+			spot, scheduled, rebalance, lifecycle = nil, nil, nil, ""
+		}
 	}
 	var doc any
 	switch r.URL.Path {
 	case SpotActionPath:
-		if s.spot != nil {
-			doc = s.spot
+		if spot != nil {
+			doc = spot
 		}
 	case SpotTerminationTimePath:
 		// Kept by AWS for backward compatibility: present only for terminate.
-		if s.spot != nil && s.spot.Action == SpotTerminate {
-			writeText(w, []byte(s.spot.Time))
+		if spot != nil && spot.Action == SpotTerminate {
+			s.writeDocument(w, []byte(spot.Time))
 			return
 		}
 	case ScheduledPath:
-		doc = nonNil(s.scheduled)
+		doc = nonNil(scheduled)
 	case HistoryPath:
 		doc = nonNil(s.history)
 	case RebalancePath:
-		if s.rebalance != nil {
-			doc = s.rebalance
+		if rebalance != nil {
+			doc = rebalance
 		}
 	case LifecyclePath:
-		if s.lifecycle != "" {
-			writeText(w, []byte(s.lifecycle))
+		if lifecycle != "" {
+			s.writeDocument(w, []byte(lifecycle))
 			return
 		}
 	}
@@ -228,6 +260,33 @@ func (s *Server) serveDocument(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusInternalServerError)
 		return
+	}
+	s.writeDocument(w, body)
+}
+
+// announces reports whether the document at path announces something now.
+func (s *Server) announces(path string) bool {
+	switch path {
+	case SpotActionPath:
+		return s.spot != nil
+	case SpotTerminationTimePath:
+		return s.spot != nil && s.spot.Action == SpotTerminate
+	case ScheduledPath:
+		return len(s.scheduled) > 0
+	case RebalancePath:
+		return s.rebalance != nil
+	case LifecyclePath:
+		_, leaving, _ := LifecycleEvent(s.lifecycle)
+		return leaving
+	}
+	return false
+}
+
+// writeDocument answers a document with 200, cut in the middle while a
+// FaultTruncated lasts.
+func (s *Server) writeDocument(w http.ResponseWriter, body []byte) {
+	if _, ok := s.faults.Play(maintenance.FaultTruncated); ok {
+		body = maintenance.Truncate(body)
 	}
 	writeText(w, body)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+
+	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
 // Server emulates the Scheduled Events endpoint of one VM's metadata service
@@ -15,8 +17,12 @@ import (
 //
 // What real VMs send beyond the documentation can be turned on: NotBefore in
 // RFC 3339 (SetNotBeforeLayout), entries that do not decode (AddRawEntry),
-// or any answer at all (AnswerRaw).
+// or any answer at all (AnswerRaw). So can the faults every emulator plays
+// alike (SetFault): slow answers, 500s, a document cut in the middle, events
+// missing from some answers.
 type Server struct {
+	faults maintenance.Faults
+
 	mu        sync.Mutex
 	doc       Document
 	approved  []string
@@ -111,10 +117,17 @@ func (s *Server) FailNext(n int) { s.mu.Lock(); s.failNext = n; s.mu.Unlock() }
 // AnswerRaw makes every GET answer body instead of the document.
 func (s *Server) AnswerRaw(body []byte) { s.mu.Lock(); s.rawAnswer = body; s.mu.Unlock() }
 
+// SetFault makes the server misbehave from now on, as f says; a zero Fault
+// ends the misbehaviour. A request that passes the header checks counts as
+// one answer: FaultSlow and FaultServerError (500) apply to GET and POST,
+// FaultTruncated and FaultFlap (an empty Events list) to the document.
+func (s *Server) SetFault(f maintenance.Fault) { s.faults.Set(f) }
+
+// Fault is the current fault, with the answers it has left to spoil.
+func (s *Server) Fault() maintenance.Fault { return s.faults.Get() }
+
 // ServeHTTP implements the endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch {
 	case r.URL.Path != Path:
 		writeError(w, http.StatusNotFound, "Not found")
@@ -125,7 +138,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Query().Get("api-version") == "":
 		writeError(w, http.StatusBadRequest, "Bad request. api-version was not specified in the request")
 		return
-	case s.failNext > 0:
+	}
+	if f, ok := s.faults.Play(maintenance.FaultSlow); ok {
+		f.Hold(r.Context())
+	}
+	if _, ok := s.faults.Play(maintenance.FaultServerError); ok {
+		writeError(w, http.StatusInternalServerError, "Internal server error")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failNext > 0 {
 		s.failNext--
 		writeError(w, http.StatusInternalServerError, "Internal server error")
 		return
@@ -133,11 +156,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		if s.rawAnswer != nil {
-			_, _ = w.Write(s.rawAnswer)
-			return
+		body := s.rawAnswer
+		if body == nil {
+			data, _ := json.Marshal(s.answerLocked()) // plain data: cannot fail
+			body = append(data, '\n')
 		}
-		_ = json.NewEncoder(w).Encode(s.answerLocked())
+		if _, ok := s.faults.Play(maintenance.FaultTruncated); ok {
+			body = maintenance.Truncate(body)
+		}
+		_, _ = w.Write(body)
 	case http.MethodPost:
 		var req struct {
 			StartRequests []struct {
@@ -165,9 +192,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerLocked is the document as sent: its events in the chosen NotBefore
-// layout, then the raw entries.
+// layout, then the raw entries; none while a FaultFlap hides them.
 func (s *Server) answerLocked() any {
+	type document struct {
+		DocumentIncarnation int               `json:"DocumentIncarnation"`
+		Events              []json.RawMessage `json:"Events"`
+	}
 	events := make([]json.RawMessage, 0, len(s.doc.Events)+len(s.rawEvents))
+	if len(s.doc.Events)+len(s.rawEvents) > 0 {
+		if _, hide := s.faults.Play(maintenance.FaultFlap); hide {
+			return document{s.doc.DocumentIncarnation, events}
+		}
+	}
 	for _, e := range s.doc.Events {
 		if s.layout != "" && e.NotBefore != "" {
 			if t, err := ParseNotBefore(e.NotBefore); err == nil {
@@ -178,10 +214,7 @@ func (s *Server) answerLocked() any {
 		events = append(events, data)
 	}
 	events = append(events, s.rawEvents...)
-	return struct {
-		DocumentIncarnation int               `json:"DocumentIncarnation"`
-		Events              []json.RawMessage `json:"Events"`
-	}{s.doc.DocumentIncarnation, events}
+	return document{s.doc.DocumentIncarnation, events}
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

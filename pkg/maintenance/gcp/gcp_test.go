@@ -428,9 +428,16 @@ func TestSourceKeepsDeadlinesAndEndsEventsOnReset(t *testing.T) {
 	if obs, err = next(t, s, src); err != nil || len(obs.Events) != 0 {
 		t.Errorf("after Reset: %+v, %v; want no events (they are over)", obs, err)
 	}
-	s.Preempt() // a new notice counts from when it is seen
-	if e := only(t)(next(t, s, src)); !e.Deadline.Equal(clk.Now().Add(30 * time.Second)) {
-		t.Errorf("second preemption: deadline %s, want 30s from now", e.Deadline)
+	// The preemption's 30 s ran out long ago: a new notice counts from when
+	// it is seen. The maintenance notice comes back within its 60 s: the same
+	// notice, the same deadline.
+	clk.Step(20 * time.Second)
+	s.Preempt()
+	s.SetMaintenanceEvent(MaintenanceTerminate)
+	obs, err = next(t, s, src)
+	if err != nil || len(obs.Events) != 2 || !obs.Events[0].Deadline.Equal(clk.Now().Add(30*time.Second)) ||
+		!obs.Events[1].Deadline.Equal(t1.Add(time.Minute)) {
+		t.Errorf("preempted and terminated again: %+v, %v; want deadlines %s and %s", obs, err, clk.Now().Add(30*time.Second), t1.Add(time.Minute))
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
 // Server emulates the two keys of one VM's metadata server as documented:
@@ -34,9 +36,11 @@ import (
 // server that ignores wait_for_change and answers at once
 // (IgnoreWaitForChange, as old metadata servers and emulators without long
 // polls do), values Google does not document (SetMaintenanceEvent with any
-// value) and garbage (AnswerRaw). Requests counts what reached it.
+// value) and garbage (AnswerRaw). So can the faults every emulator plays
+// alike (SetFault). Requests counts what reached it.
 type Server struct {
-	clock clock.Clock
+	clock  clock.Clock
+	faults maintenance.Faults
 
 	mu       sync.Mutex
 	values   map[string][]byte
@@ -103,6 +107,32 @@ func (s *Server) FailNext(n int) { s.mu.Lock(); s.failNext = n; s.mu.Unlock() }
 func (s *Server) AnswerRaw(path string, body []byte) {
 	s.set(strings.TrimPrefix(path, BasePath), append([]byte(nil), body...))
 }
+
+// SetFault makes the server misbehave from now on, as f says; a zero Fault
+// ends the misbehaviour. Every request that passes the header checks counts
+// as one answer: FaultSlow and FaultServerError (503) apply to each,
+// FaultTruncated to each value answered, FaultFlap to each answer of a key
+// that announces something (preempted TRUE, maintenance-event other than
+// NONE), which then answers FALSE or NONE with that value's ETag. While a
+// fault is set no long poll is held, and setting one answers the polls being
+// held, so the fault is seen at once rather than after timeout_sec.
+func (s *Server) SetFault(f maintenance.Fault) {
+	s.faults.Set(f)
+	if f.Kind == maintenance.FaultNone {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for path, waiters := range s.waiters {
+		for ch := range waiters {
+			ch <- s.values[path] // buffered, and each waiter is sent to once
+			delete(waiters, ch)
+		}
+	}
+}
+
+// Fault is the current fault, with the answers it has left to spoil.
+func (s *Server) Fault() maintenance.Fault { return s.faults.Get() }
 
 // IgnoreWaitForChange makes the server answer every long poll at once with
 // the current value, as a server without wait_for_change does.
@@ -171,7 +201,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	if q.Get("wait_for_change") != "true" || noWait {
-		writeValue(w, value)
+		s.answer(w, r, path, value)
 		return
 	}
 	var timeout time.Duration
@@ -184,8 +214,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		timeout = time.Duration(secs) * time.Second
 	}
 	if v, ok := s.wait(r.Context(), path, q.Get("last_etag"), timeout); ok {
-		writeValue(w, v)
+		s.answer(w, r, path, v)
 	}
+}
+
+// answer sends path's value as the current fault says.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, path string, value []byte) {
+	if f, ok := s.faults.Play(maintenance.FaultSlow); ok {
+		f.Hold(r.Context())
+	}
+	if _, ok := s.faults.Play(maintenance.FaultServerError); ok {
+		writeError(w, http.StatusServiceUnavailable, "Service Unavailable")
+		return
+	}
+	if quiet, ok := initialValues()[path]; ok && string(value) != string(quiet) {
+		if _, hide := s.faults.Play(maintenance.FaultFlap); hide {
+			value = quiet
+		}
+	}
+	tag := etag(value)
+	if _, ok := s.faults.Play(maintenance.FaultTruncated); ok {
+		value = maintenance.Truncate(value)
+	}
+	writeValue(w, value, tag)
 }
 
 // wait holds a long poll; ok is false when the client went away.
@@ -200,7 +251,7 @@ func (s *Server) wait(ctx context.Context, path, lastETag string, timeout time.D
 	}
 	s.mu.Lock()
 	current := s.values[path]
-	if lastETag != "" && lastETag != etag(current) {
+	if (lastETag != "" && lastETag != etag(current)) || s.faults.Get().Kind != maintenance.FaultNone {
 		s.mu.Unlock()
 		return current, true
 	}
@@ -264,9 +315,10 @@ func etag(v []byte) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func writeValue(w http.ResponseWriter, v []byte) {
+// writeValue answers v with its ETag (a truncated v keeps the whole value's).
+func writeValue(w http.ResponseWriter, v []byte, tag string) {
 	w.Header().Set("Content-Type", "application/text")
-	w.Header().Set("ETag", etag(v))
+	w.Header().Set("ETag", tag)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(v)
 }

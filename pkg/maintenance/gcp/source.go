@@ -97,8 +97,8 @@ type Source struct {
 	jitter func(time.Duration) time.Duration
 
 	keys    [len(watched)]key
-	updates chan update          // answers of the polls in flight, one at most per key
-	seen    map[string]time.Time // when each announced event was first observed
+	updates chan update         // answers of the polls in flight, one at most per key
+	seen    map[string]sighting // when each announced event was first observed
 	held    maintenance.Holder
 }
 
@@ -113,6 +113,13 @@ type key struct {
 	failure error // the latest poll failed so
 }
 
+// sighting is when an event was first observed, and whether it has been
+// missing since.
+type sighting struct {
+	first  time.Time
+	absent bool
+}
+
 // update is one poll's outcome.
 type update struct {
 	i       int
@@ -125,13 +132,21 @@ type update struct {
 
 var _ maintenance.Watcher = (*Source)(nil)
 
-// NewSource watches through c, reading time from clk.
+// NewSource watches through c, reading time from clk; each long poll is
+// held for DefaultWait.
 func NewSource(c *Client, clk clock.Clock) *Source {
+	return NewSourceWaiting(c, clk, DefaultWait)
+}
+
+// NewSourceWaiting is NewSource with each long poll held for wait (whole
+// seconds, at least one), which bounds how long a poll the server never
+// answers goes unnoticed.
+func NewSourceWaiting(c *Client, clk clock.Clock, wait time.Duration) *Source {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Source{client: c, clock: clk, wait: DefaultWait, jitter: jitter,
-		updates: make(chan update, len(watched)), seen: map[string]time.Time{}}
+	return &Source{client: c, clock: clk, wait: max(wait, time.Second), jitter: jitter,
+		updates: make(chan update, len(watched)), seen: map[string]sighting{}}
 }
 
 // Next returns the VM's current events. The first call reads both keys at
@@ -143,7 +158,8 @@ func NewSource(c *Client, clk clock.Clock) *Source {
 // one key's answer never cuts short the other's poll.
 //
 // A deadline counts from when Next first saw the notice, so it stays put
-// across calls. A value Google does not document is rejected (a
+// across calls, and across a notice that goes and comes back before its
+// deadline. A value Google does not document is rejected (a
 // maintenance.RejectedError) and ignored: it never hides the other key, and
 // never ends an event that key announced before. A read that fails is an
 // error only when no key could be read; otherwise the failed key keeps its
@@ -288,7 +304,11 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // observe maps the keys' latest readings onto events, keeping each event's
-// first sighting and forgetting the sightings of events no longer announced.
+// first sighting. The sighting of an event no longer announced is kept until
+// its notice has run out: a notice that comes back before then is the same
+// notice (a VM is powered off 30 seconds after it is preempted, and host
+// maintenance starts 60 seconds after its notice), so a flapping value never
+// moves a deadline later.
 // A key never read, or whose value cannot be read, is reported as rejected;
 // its events are neither announced nor ended.
 func (s *Source) observe() maintenance.Observation {
@@ -297,10 +317,11 @@ func (s *Source) observe() maintenance.Observation {
 	announced := map[string]bool{}
 	firstSeen := func(id string) time.Time {
 		announced[id] = true
-		if t, ok := s.seen[id]; ok {
-			return t
+		if sg, ok := s.seen[id]; ok && (!sg.absent || now.Before(sg.first.Add(noticeOf(id)))) {
+			s.seen[id] = sighting{first: sg.first}
+			return sg.first
 		}
-		s.seen[id] = now
+		s.seen[id] = sighting{first: now}
 		return now
 	}
 	for i := range s.keys {
@@ -321,12 +342,24 @@ func (s *Source) observe() maintenance.Observation {
 			}
 		}
 	}
-	for id := range s.seen {
-		if !announced[id] {
+	for id, sg := range s.seen {
+		switch {
+		case announced[id]:
+		case !now.Before(sg.first.Add(noticeOf(id))):
 			delete(s.seen, id)
+		default:
+			s.seen[id] = sighting{first: sg.first, absent: true}
 		}
 	}
 	return obs
+}
+
+// noticeOf is how long after its first sighting the event id starts.
+func noticeOf(id string) time.Duration {
+	if id == IDPreempted {
+		return PreemptNotice
+	}
+	return MaintenanceNotice
 }
 
 // add maps one key's value onto obs; an error says the value means nothing
