@@ -80,7 +80,8 @@ func (c *EndConfirmer) Seed(events []Event) {
 
 // Confirm returns obs with every known event it does not list added back, as
 // last read, until that event's end is confirmed; kept names those. An event
-// obs lists again starts over.
+// obs lists again starts over. An answer with a part that could not be read
+// (obs.Rejected) confirms no end: the missing event may be in that part.
 func (c *EndConfirmer) Confirm(obs Observation) (confirmed Observation, kept []string) {
 	now := c.clock.Now()
 	listed := map[string]bool{}
@@ -91,6 +92,11 @@ func (c *EndConfirmer) Confirm(obs Observation) (confirmed Observation, kept []s
 	obs.Events = slices.Clone(obs.Events)
 	for id, a := range c.known {
 		if listed[id] {
+			continue
+		}
+		if len(obs.Rejected) > 0 {
+			obs.Events = append(obs.Events, a.event)
+			kept = append(kept, id)
 			continue
 		}
 		if a.missing == 0 {

@@ -134,3 +134,29 @@ func ids(events []Event) string {
 	slices.Sort(out)
 	return strings.Join(out, " ")
 }
+
+// An answer with an unreadable part ends nothing, however long it lasts:
+// the event it lacks may be in the part that could not be read.
+func TestEndConfirmerCountsNoAnswerWithAnUnreadablePart(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC))
+	c := NewEndConfirmer(clk, DefaultEndConfirmation)
+	a := Event{ID: "A", Type: TypePreempt, Status: StatusStarted}
+	c.Confirm(Observation{Events: []Event{a}})
+	garbled := Observation{Rejected: []error{errors.New(`instance/preempted: "TR" is not FALSE or TRUE`)}}
+	for range 5 {
+		clk.SetTime(clk.Now().Add(10 * time.Second))
+		got, kept := c.Confirm(garbled)
+		if len(got.Events) != 1 || got.Events[0].ID != "A" || !slices.Equal(kept, []string{"A"}) {
+			t.Fatalf("after an answer with an unreadable part: events %v, kept %v; want A kept", got.Events, kept)
+		}
+	}
+	// Readable answers without it count from here.
+	clk.SetTime(clk.Now().Add(time.Second))
+	if got, _ := c.Confirm(Observation{}); len(got.Events) != 1 {
+		t.Fatalf("the first readable answer without A ended it")
+	}
+	clk.SetTime(clk.Now().Add(10 * time.Second))
+	if got, _ := c.Confirm(Observation{}); len(got.Events) != 0 {
+		t.Fatalf("two readable answers ten seconds apart without A did not end it: %v", got.Events)
+	}
+}
