@@ -66,13 +66,14 @@ func Start(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("listening on loopback: %w", err)
 	}
 
+	// A seed to replay a run by, not a secret.
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)) //nolint:gosec // G404
 	p := &Proxy{
 		cfg:   cfg,
 		log:   cfg.Log,
 		clock: cfg.Clock,
 		url:   "http://" + ln.Addr().String(),
-		// A seeded generator, not a secret: the point is to replay a run.
-		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), //nolint:gosec // G404
+		rng:   rng,
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -117,9 +118,9 @@ func (p *Proxy) URL() string { return p.url }
 // Stats returns the counts so far.
 func (p *Proxy) Stats() Stats { return p.counts.snapshot() }
 
-// SetEnabled(false) passes every request through untouched, and spares the
-// watches already running, so that a scenario can settle at its end; true
-// injects faults again.
+// SetEnabled turns the faults on and off. Off, the proxy passes every
+// request through untouched and spares the watches already running, so that
+// a scenario can settle at its end.
 func (p *Proxy) SetEnabled(enabled bool) { p.enabled.Store(enabled) }
 
 // Close stops the proxy and ends the streams still open through it.
