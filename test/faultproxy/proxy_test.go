@@ -174,9 +174,12 @@ func TestWatchesAreCutInRange(t *testing.T) {
 		"/apis/apps/v1/namespaces/default/deployments?watch=1&resourceVersion=5", // last: its query is checked
 	}
 	for _, path := range paths {
+		// Bounded, so that a watch never cut fails the test instead of hanging it.
+		ctx, cancel := context.WithTimeout(context.Background(), hi+5*time.Second)
 		began := time.Now()
-		body, err := watch(context.Background(), p, path)
+		body, err := watch(ctx, p, path)
 		took := time.Since(began)
+		cancel()
 		if err != nil {
 			t.Fatalf("%s: reading the stream: %v; want a clean end", path, err)
 		}
