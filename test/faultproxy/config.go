@@ -32,8 +32,9 @@ type Config struct {
 	// Retry-After) or 504 without reaching the API server.
 	Errors float64
 	// LostAnswers is the share of mutating requests (POST, PUT, PATCH,
-	// DELETE) that reach the API server and are applied, but whose answer is
-	// replaced by a 504 or 500, so the client cannot know the write happened.
+	// DELETE) that reach the API server and, if it applied them, have their
+	// answer replaced by a 504 or 500, so the client cannot know the write
+	// happened. A write the API server refused keeps its answer.
 	LostAnswers float64
 	// Latency delays each request by a duration drawn uniformly from
 	// [0, Latency] before it is answered or forwarded.

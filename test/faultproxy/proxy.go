@@ -195,7 +195,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if m == nil {
 		return nil
 	}
-	if m.lostAnswer != 0 {
+	// Only a write that succeeded can lose its answer; a refused one keeps
+	// the API server's reason, which the client must see to act on it.
+	if m.lostAnswer != 0 && resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		p.counts.lostAnswers.Add(1)
 		p.log.Info("injecting fault", "fault", "lost answer", "method", resp.Request.Method,
 			"path", resp.Request.URL.Path, "appliedCode", resp.StatusCode, "code", m.lostAnswer)

@@ -163,6 +163,22 @@ func checkStatus(t *testing.T, a answer) {
 	}
 }
 
+func TestRefusedWritesKeepTheirAnswer(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409}`)
+	})
+	p := start(t, up, faultproxy.Config{LostAnswers: 1})
+
+	if a := send(t, p, http.MethodPut, "/api/v1/namespaces/default/pods/x"); a.code != http.StatusConflict {
+		t.Errorf("refused write answered %d, want the API server's 409", a.code)
+	}
+	if s := p.Stats(); s.LostAnswers != 0 {
+		t.Errorf("stats %s, want no lost answer", s)
+	}
+}
+
 func TestWatchesAreCutInRange(t *testing.T) {
 	const lo, hi = 100 * time.Millisecond, 300 * time.Millisecond
 	up := newUpstream(t, nil)
