@@ -29,5 +29,5 @@ func TestControllerKills(t *testing.T) {
 	env := sandboxtest.New(t)
 	s := seed(t)
 	t.Logf("seed %d (replay with %s=%d)", s, SeedEnv, s)
-	runScenario(t, env, env.Config.Host, s)
+	runScenario(t, env, env.Config.Host, nil, s)
 }

@@ -50,8 +50,8 @@ var sluiceBinary = sync.OnceValues(func() (string, error) {
 // kubeconfig that authenticates as its service account, reaching the API
 // server at server (the sandbox's, or a proxy's): the controllers under test
 // hold exactly the permissions the chart grants, and a missing one fails the
-// run.
-func controllerKubeconfig(t *testing.T, env *sandboxtest.Env, server string) string {
+// run. ca is the PEM certificate server presents; nil: the sandbox's.
+func controllerKubeconfig(t *testing.T, env *sandboxtest.Env, server string, ca []byte) string {
 	t.Helper()
 	rbac, err := chart.ControllerRBAC(controllerNamespace)
 	if err != nil {
@@ -65,15 +65,14 @@ func controllerKubeconfig(t *testing.T, env *sandboxtest.Env, server string) str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return writeKubeconfig(t, cfg, server)
+	return writeKubeconfig(t, cfg, server, ca)
 }
 
-func writeKubeconfig(t *testing.T, cfg *rest.Config, server string) string {
+func writeKubeconfig(t *testing.T, cfg *rest.Config, server string, ca []byte) string {
 	t.Helper()
-	cluster := &clientcmdapi.Cluster{Server: server}
-	if strings.HasPrefix(server, "https://") {
-		cluster.CertificateAuthorityData = cfg.CAData
-		cluster.CertificateAuthority = cfg.CAFile
+	cluster := &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData, CertificateAuthority: cfg.CAFile}
+	if ca != nil {
+		cluster.CertificateAuthorityData, cluster.CertificateAuthority = ca, ""
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["sandbox"] = cluster
@@ -98,6 +97,9 @@ type fleet struct {
 	client     kubernetes.Interface
 	rng        *rand.Rand
 
+	// dir keeps each controller's log, left behind when the test fails.
+	dir string
+
 	mu       sync.Mutex
 	procs    map[string]*proc
 	logs     map[string]*bytes.Buffer
@@ -119,6 +121,17 @@ type proc struct {
 func newFleet(t *testing.T, bin, kubeconfig string, client kubernetes.Interface, seed uint64, ids []string, extra ...string) *fleet {
 	f := &fleet{t: t, bin: bin, kubeconfig: kubeconfig, extra: extra, client: client, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		procs: map[string]*proc{}, logs: map[string]*bytes.Buffer{}, leaders: map[string]bool{}}
+	dir, err := os.MkdirTemp("", "sluice-chaos-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.dir = dir
+	t.Logf("controller logs: %s", dir)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = os.RemoveAll(dir)
+		}
+	})
 	for _, id := range ids {
 		f.start(id)
 	}
@@ -126,15 +139,18 @@ func newFleet(t *testing.T, bin, kubeconfig string, client kubernetes.Interface,
 	return f
 }
 
-// lockedWriter lets a process write its log while the test reads it.
+// lockedWriter lets a process write its log, kept in memory and in a
+// file, while the test reads it.
 type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
+	mu   *sync.Mutex
+	b    *bytes.Buffer
+	file *os.File
 }
 
 func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	_, _ = w.file.Write(p)
 	return w.b.Write(p)
 }
 
@@ -155,7 +171,12 @@ func (f *fleet) start(id string) {
 		f.logs[id] = buf
 	}
 	fmt.Fprintf(buf, "--- start %s\n", time.Now().Format(time.StampMilli))
-	cmd.Stdout, cmd.Stderr = lockedWriter{&f.mu, buf}, lockedWriter{&f.mu, buf}
+	file, err := os.OpenFile(filepath.Join(f.dir, id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	fmt.Fprintf(file, "--- start %s\n", time.Now().Format(time.StampMilli))
+	cmd.Stdout, cmd.Stderr = lockedWriter{&f.mu, buf, file}, lockedWriter{&f.mu, buf, file}
 	if err := cmd.Start(); err != nil {
 		f.t.Fatalf("starting controller %s: %v", id, err)
 	}

@@ -59,7 +59,7 @@ func TestControllerLeastPrivilege(t *testing.T) {
 	env := sandboxtest.New(t)
 	poolClient(t, env) // installs the NodePool CRD, so its rules resolve
 	kubectl := kubectlBinary(t)
-	kubeconfig := controllerKubeconfig(t, env, env.Config.Host)
+	kubeconfig := controllerKubeconfig(t, env, env.Config.Host, nil)
 	as := []string{"--kubeconfig", kubeconfig}
 
 	for _, ns := range []string{controllerNamespace, env.Namespace} {

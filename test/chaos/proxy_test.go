@@ -21,7 +21,7 @@ func TestFaultyAPIServer(t *testing.T) {
 	s := seed(t)
 	t.Logf("seed %d (replay with %s=%d)", s, SeedEnv, s)
 	p := startProxy(t, env, s)
-	r := runScenario(t, env, p.URL(), s)
+	r := runScenario(t, env, p.URL(), p.CA(), s)
 	st := p.Stats()
 	t.Logf("fault proxy: %s; the scenario took %s (the same scenario without the proxy: see TestControllerKills)",
 		st, r.wall.Round(100*time.Millisecond))
@@ -54,6 +54,7 @@ func startProxy(t *testing.T, env *sandboxtest.Env, seed uint64) *faultproxy.Pro
 		LostAnswers: 0.02,
 		Latency:     50 * time.Millisecond,
 		WatchCut:    [2]time.Duration{5 * time.Second, 30 * time.Second},
+		ServeTLS:    true,
 	})
 	if err != nil {
 		t.Fatal(err)

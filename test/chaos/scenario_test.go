@@ -71,7 +71,8 @@ type result struct {
 // runScenario sets the scene, starts the auditor and two controllers that
 // reach the API server at server (the sandbox's own address, or a fault
 // proxy's), and plays the acts while one controller is killed every 5–15 s.
-func runScenario(t *testing.T, env *sandboxtest.Env, server string, seed uint64) result {
+// ca is the PEM certificate that server presents, nil for the sandbox's.
+func runScenario(t *testing.T, env *sandboxtest.Env, server string, ca []byte, seed uint64) result {
 	s := setScene(t, env)
 	ctx := t.Context()
 
@@ -84,7 +85,7 @@ func runScenario(t *testing.T, env *sandboxtest.Env, server string, seed uint64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFleet(t, bin, controllerKubeconfig(t, env, server), env.Client, seed, []string{"chaos-a", "chaos-b"})
+	f := newFleet(t, bin, controllerKubeconfig(t, env, server, ca), env.Client, seed, []string{"chaos-a", "chaos-b"})
 	f.killLoop(ctx)
 	start := time.Now()
 

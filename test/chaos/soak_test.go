@@ -63,7 +63,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := freeAddress(t)
-	f := newFleet(t, bin, controllerKubeconfig(t, env, proxy.URL()), env.Client, seed, []string{"soak"}, "--metrics-bind-address", metrics)
+	f := newFleet(t, bin, controllerKubeconfig(t, env, proxy.URL(), proxy.CA()), env.Client, seed, []string{"soak"}, "--metrics-bind-address", metrics)
 
 	d := &driver{s: s, a: a, bin: bin, rng: rng, busy: map[string]*busyNode{}}
 	var samples []sample
@@ -171,11 +171,11 @@ func setSoak(t *testing.T, env *sandboxtest.Env, expireAfter time.Duration) *sce
 
 // driver plays the cloud and the people on the maintenance nodes.
 type driver struct {
-	s                     *scene
-	a                     *audit.Auditor
-	bin                   string
-	rng                   *rand.Rand
-	busy                  map[string]*busyNode
+	s                      *scene
+	a                      *audit.Auditor
+	bin                    string
+	rng                    *rand.Rand
+	busy                   map[string]*busyNode
 	events, drains, failed int
 }
 

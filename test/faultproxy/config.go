@@ -45,6 +45,10 @@ type Config struct {
 
 	// Discovery lets faults touch the start-up paths as well.
 	Discovery bool
+
+	// ServeTLS serves https with a certificate of the proxy's own (see
+	// Proxy.CA): client-go sends a kubeconfig's credentials only over TLS.
+	ServeTLS bool
 	// Log receives a record of each injected fault; nil logs nothing.
 	Log *slog.Logger
 	// Clock times latency and watch cuts; nil means the real clock.

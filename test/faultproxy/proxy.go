@@ -2,10 +2,18 @@ package faultproxy
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	cryptorand "crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -26,6 +34,7 @@ type Proxy struct {
 	log       *slog.Logger
 	clock     clock.WithDelayedExecution
 	url       string
+	ca        []byte
 	server    *http.Server
 	transport *http.Transport
 	forward   *httputil.ReverseProxy
@@ -66,13 +75,25 @@ func Start(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("listening on loopback: %w", err)
 	}
 
+	scheme, caPEM := "http", []byte(nil)
+	if cfg.ServeTLS {
+		cert, ca, err := selfSigned()
+		if err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		scheme, caPEM = "https", ca
+	}
+
 	// A seed to replay a run by, not a secret.
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)) //nolint:gosec // G404
 	p := &Proxy{
 		cfg:   cfg,
 		log:   cfg.Log,
 		clock: cfg.Clock,
-		url:   "http://" + ln.Addr().String(),
+		url:   scheme + "://" + ln.Addr().String(),
+		ca:    caPEM,
 		rng:   rng,
 	}
 	if p.log == nil {
@@ -112,8 +133,39 @@ func Start(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
-// URL is the proxy's plain-HTTP loopback address, for rest.Config.Host.
+// URL is the proxy's loopback address, for rest.Config.Host: https with
+// Config.ServeTLS, http otherwise.
 func (p *Proxy) URL() string { return p.url }
+
+// CA is the PEM certificate a client must trust to reach the proxy served
+// with Config.ServeTLS (nil without).
+func (p *Proxy) CA() []byte { return p.ca }
+
+// selfSigned makes a certificate for 127.0.0.1, valid for a day, and returns
+// it with its PEM form.
+func selfSigned() (tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), cryptorand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("making the proxy's key: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "faultproxy"},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(cryptorand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("making the proxy's certificate: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
 
 // Stats returns the counts so far.
 func (p *Proxy) Stats() Stats { return p.counts.snapshot() }

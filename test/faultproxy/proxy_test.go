@@ -237,6 +237,38 @@ func TestAuthorizationReachesUpstream(t *testing.T) {
 	}
 }
 
+// Served with TLS, the proxy presents a certificate its CA() vouches for,
+// and passes the bearer token on: client-go sends a kubeconfig's
+// credentials only over TLS.
+func TestServeTLS(t *testing.T) {
+	up := newUpstream(t, nil)
+	p := start(t, up, faultproxy.Config{ServeTLS: true})
+	if !strings.HasPrefix(p.URL(), "https://") {
+		t.Fatalf("URL %q, want https", p.URL())
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(p.CA()) {
+		t.Fatalf("CA() is not a PEM certificate: %q", p.CA())
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	req, err := http.NewRequest(http.MethodGet, p.URL()+"/api/v1/nodes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer token-tls")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if got := up.lastAuth.Load(); got != "Bearer token-tls" {
+		t.Errorf("upstream got Authorization %q, want %q", got, "Bearer token-tls")
+	}
+	if _, err := http.Get(p.URL() + "/api/v1/nodes"); err == nil {
+		t.Error("a client that does not trust CA() reached the proxy")
+	}
+}
+
 func TestSetEnabledFalsePassesEverything(t *testing.T) {
 	up := newUpstream(t, nil)
 	// Every request would be faulted while enabled.
