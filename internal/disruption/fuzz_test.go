@@ -204,3 +204,127 @@ func fuzzNodes() []*corev1.Node {
 		node("bare"),
 	}
 }
+
+// FuzzRecord reads arbitrary values of a node's sluice.dev/disruption
+// annotation, the record a restarted controller resumes from. A record that
+// reads re-encodes to one that reads back the same; one that does not is an
+// error (Explain says so) and names no replacement; either way the node
+// counts against its pool's budgets.
+func FuzzRecord(f *testing.F) {
+	launched := t0.Add(time.Minute)
+	for _, seed := range []string{
+		disruption.Record{Reason: v1alpha1.ReasonDrifted, Phase: disruption.PhaseLaunching, Since: t0}.String(),
+		disruption.Record{Reason: v1alpha1.ReasonExpired, Phase: disruption.PhaseLaunching, Since: t0, Replacement: "gpu-x7k2p", LaunchedAt: &launched}.String(),
+		disruption.Record{Reason: disruption.ReasonDeleted, Phase: disruption.PhaseTerminating, Since: t0, Message: "deleted by a person"}.String(),
+		`{"reason": "Drifted", "phase": "Sideways", "since": "0000-01-01T00:00:00Z", "launchedAt": "9999-12-31T23:59:59+23:59"}`,
+		`{"replacement": "gpu-1"}`, `{"since": "yesterday"}`, `{}`, `null`, `""`, `[]`, ``,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		pool := &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: v1alpha1.NodePoolSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "gpu"}}}}
+		n := node("gpu-1", label("pool", "gpu"), annotate(v1alpha1.AnnotationDisruption, raw))
+		now := t0.Add(time.Hour)
+		if _, counts := budget.Disrupting(n, now); !counts {
+			t.Fatalf("record %q: the node does not count against its budgets", raw)
+		}
+		r, err := disruption.RecordOf(n)
+		replacements := disruption.Replacements([]*corev1.Node{n})
+		verdict := disruption.Explain(disruption.ExplainInput{Pool: pool, Node: n, Now: now}).Verdict
+		if err != nil {
+			if r != nil || len(replacements) != 0 || verdict.Code != disruption.VerdictRecordUnreadable {
+				t.Fatalf("unreadable record %q (%v): %+v, replacements %v, verdict %+v", raw, err, r, replacements, verdict)
+			}
+			return
+		}
+		if r == nil || verdict.Code != disruption.VerdictBeingReplaced || (r.Replacement != "") != replacements[r.Replacement] || len(replacements) > 1 {
+			t.Fatalf("record %q: %+v, replacements %v, verdict %+v", raw, r, replacements, verdict)
+		}
+		enc := r.String()
+		back, err := disruption.RecordOf(node("gpu-1", annotate(v1alpha1.AnnotationDisruption, enc)))
+		if err != nil || back == nil || back.String() != enc {
+			t.Fatalf("record %q encodes as %q, which reads back as %+v, %v", raw, enc, back, err)
+		}
+	})
+}
+
+// FuzzDoNotDisrupt protects a node by arbitrary sluice.dev/do-not-disrupt
+// values on its pool, on itself and on a pod, at any age. Protected must
+// agree with what the annotation documents: on a pool any value but false
+// pauses it; on a node or pod, true protects for good, a duration until it
+// has passed since the node's creation or the pod's start, and anything
+// else for good (so a typo never exposes a node); the longest protection
+// wins.
+func FuzzDoNotDisrupt(f *testing.F) {
+	for _, seed := range []struct {
+		pool, node, pod string
+		age             int64
+	}{
+		{"", "", "", 0}, {"true", "", "", 0}, {"false", "2h", "", int64(time.Hour)}, {"", "2h", "", int64(3 * time.Hour)},
+		{"", "", "30m", int64(10 * time.Minute)}, {"", "2h", "3h", int64(150 * time.Minute)}, {"", "true", "1h", 0},
+		{"", "-1h", "", 0}, {"", "1d", "", 0}, {"", "2562047h47m16.854775807s", "", 0}, {"", "0s", "yes", 0},
+		{"2h", "", "", 0}, {"", " true", "False", 0}, {"", "1h", "", -int64(time.Hour)},
+	} {
+		f.Add(seed.pool, seed.node, seed.pod, seed.age)
+	}
+	f.Fuzz(func(t *testing.T, poolValue, nodeValue, podValue string, age int64) {
+		pool := &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Annotations: map[string]string{v1alpha1.AnnotationDoNotDisrupt: poolValue}}}
+		n := node("gpu-1", annotate(drain.AnnotationDoNotDisrupt, nodeValue))
+		started := t0.Add(-time.Hour)
+		p := pod("default", "web-0", podAnnotated(drain.AnnotationDoNotDisrupt, podValue), func(p *corev1.Pod) { p.Status.StartTime = &metav1.Time{Time: started} })
+		now := t0.Add(time.Duration(age))
+
+		got := disruption.Protected(pool, n, []*corev1.Pod{p}, now)
+		if poolValue != "" && poolValue != "false" {
+			if got == nil || got.Reason != disruption.ReasonPoolDoNotDisrupt || !got.Until.IsZero() {
+				t.Fatalf("pool annotated %q: Protected = %+v", poolValue, got)
+			}
+			return
+		}
+		onNode, nodeForGood := wantProtection(nodeValue, n.CreationTimestamp.Time, now)
+		onPod, podForGood := wantProtection(podValue, started, now)
+		switch {
+		case !onNode && !onPod:
+			if got != nil {
+				t.Fatalf("node %q, pod %q at %s: Protected = %+v; want none", nodeValue, podValue, now, got)
+			}
+			return
+		case got == nil:
+			t.Fatalf("node %q, pod %q at %s: not protected", nodeValue, podValue, now)
+		case !got.Until.IsZero() && !got.Until.After(now):
+			t.Fatalf("node %q, pod %q at %s: Protected = %+v, lapsed already", nodeValue, podValue, now, got)
+		case (nodeForGood || podForGood) != got.Until.IsZero():
+			t.Fatalf("node %q, pod %q at %s: Protected = %+v; for good: node %t, pod %t", nodeValue, podValue, now, got, nodeForGood, podForGood)
+		}
+		var until time.Time
+		for _, v := range []struct {
+			on    bool
+			value string
+			since time.Time
+		}{{onNode, nodeValue, n.CreationTimestamp.Time}, {onPod, podValue, started}} {
+			if d, err := time.ParseDuration(v.value); v.on && err == nil && d >= 0 && v.since.Add(d).After(until) {
+				until = v.since.Add(d)
+			}
+		}
+		if !got.Until.IsZero() && !got.Until.Equal(until) {
+			t.Fatalf("node %q, pod %q at %s: protected until %s; want %s", nodeValue, podValue, now, got.Until, until)
+		}
+	})
+}
+
+// wantProtection is what the do-not-disrupt annotation documents for value,
+// counted from since: whether it protects at now, and whether for good.
+func wantProtection(value string, since, now time.Time) (protects, forGood bool) {
+	switch value {
+	case "", "false":
+		return false, false
+	case "true":
+		return true, true
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil || d < 0 {
+		return true, true
+	}
+	return now.Before(since.Add(d)), false
+}
