@@ -48,6 +48,7 @@ FUZZTARGETS := \
 	./pkg/maintenance:FuzzReport \
 	./pkg/drain:FuzzClaim \
 	./pkg/drain:FuzzRemedy \
+	./pkg/doctor:FuzzDiagnose \
 	./pkg/maintenance/azure:FuzzParseDocument \
 	./pkg/maintenance/aws:FuzzSpotAction \
 	./pkg/maintenance/aws:FuzzScheduledList \
