@@ -28,14 +28,46 @@ test: tools ## every test, integration tests against the sandbox included
 unit: ## only the tests that need no control plane
 	$(GO) test -count=1 -short ./...
 
-# The metadata parsers' fuzz targets (package:target). `go test` runs each
-# with its seed corpus (the vendors' documented payloads) in every test run;
-# `make fuzz` explores beyond the seeds for FUZZTIME each.
+# A fuzz target (package:target) for every parser of input sluice does not
+# write itself: cloud metadata answers, NodePools and their budgets, the node
+# annotations agents and people write, the CLI's selectors and flags, and the
+# cgroup files. `go test` runs each with its seed corpus and the crashers kept
+# in the package's testdata/fuzz/; `make fuzz` explores beyond them for
+# FUZZTIME each, with -short, so packages with sandbox tests start none.
 FUZZTIME    ?= 30s
-FUZZTARGETS := azure:FuzzParseDocument aws:FuzzSpotAction aws:FuzzScheduledList aws:FuzzRebalanceAndLifecycle gcp:FuzzValues
-fuzz: ## fuzz each metadata parser for FUZZTIME (default 30s each)
-	for t in $(FUZZTARGETS); do \
-	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./pkg/maintenance/$${t%%:*}/ || exit 1; \
+FUZZTARGETS := \
+	./internal/budget:FuzzBudget \
+	./internal/disruption:FuzzNodePool \
+	./internal/disruption:FuzzRecord \
+	./internal/disruption:FuzzDoNotDisrupt \
+	./internal/controller/maintenance:FuzzState \
+	./internal/cli:FuzzSelector \
+	./internal/cli:FuzzDrainFlags \
+	./internal/agent:FuzzProviderID \
+	./internal/memlimit:FuzzCgroupLimit \
+	./pkg/maintenance:FuzzReport \
+	./pkg/drain:FuzzClaim \
+	./pkg/drain:FuzzRemedy \
+	./pkg/doctor:FuzzDiagnose \
+	./pkg/maintenance/azure:FuzzParseDocument \
+	./pkg/maintenance/aws:FuzzSpotAction \
+	./pkg/maintenance/aws:FuzzScheduledList \
+	./pkg/maintenance/aws:FuzzRebalanceAndLifecycle \
+	./pkg/maintenance/aws:FuzzToken \
+	./pkg/maintenance/aws:FuzzLifecycleState \
+	./pkg/maintenance/gcp:FuzzValues
+# Go before 1.27 can fail a target with a bare "context deadline exceeded" as
+# FUZZTIME runs out (go.dev/issue/75804); with no failing input written, that
+# is no finding, and the loop goes on.
+fuzz: ## fuzz every parser of outside input for FUZZTIME (default 30s) each
+	@for t in $(FUZZTARGETS); do \
+	  pkg=$${t%%:*}; name=$${t#*:}; log=$$(mktemp); \
+	  echo "== $$pkg $$name"; \
+	  if $(GO) test -short -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg 2>&1 | tee $$log; then rm -f $$log; continue; fi; \
+	  if grep -q '^    context deadline exceeded$$' $$log && ! grep -q 'Failing input written' $$log; then \
+	    echo "== $$pkg $$name: stopped by Go's fuzzing deadline race (go.dev/issue/75804), no finding"; rm -f $$log; continue; \
+	  fi; \
+	  rm -f $$log; exit 1; \
 	done
 
 # The fault-proof suite (docs/design/fault-proof.md); `make test` runs it too.

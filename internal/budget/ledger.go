@@ -61,7 +61,9 @@ func Limit(b v1alpha1.Budget, total int) (int, error) {
 	if n > 100 {
 		return 0, invalid("nodes", "%q is over 100%%: write a percentage from 0%% to 100%%, such as 20%%", b.Nodes)
 	}
-	return (max(total, 0)*n + 99) / 100, nil
+	// ceil(total×n/100), in parts that cannot overflow for any total.
+	total = max(total, 0)
+	return total/100*n + (total%100*n+99)/100, nil
 }
 
 // Allowed says how many more of a pool's total nodes may be disrupted now for

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -47,6 +48,8 @@ func TestLimit(t *testing.T) {
 		{nodes: "100%", total: 7, want: 7},
 		{nodes: "20%", total: 0, want: 0},
 		{nodes: "20%", total: -4, want: 0},
+		{nodes: "70%", total: 1 << 58, want: 201761263306198221}, // total×70 would wrap
+		{nodes: "100%", total: math.MaxInt, want: math.MaxInt},
 		{nodes: "150%", err: `nodes: "150%" is over 100%: write a percentage from 0% to 100%`},
 		{nodes: "", err: "write one such as 3 or 20%"},
 		{nodes: "-1", err: `"-1" is neither`},

@@ -102,10 +102,15 @@ func (f *drainFlags) toOptions(now time.Time, args []string) (drain.Options, out
 	default:
 		return opts, "", fmt.Errorf(`--dry-run %q: use "client" (or "server"; both simulate the drain client-side)`, f.dryRun)
 	}
+	if f.selector != "" {
+		if _, err := parseSelector("selector", f.selector); err != nil {
+			return opts, "", err
+		}
+	}
 	if f.podSelector != "" {
-		sel, err := labels.Parse(f.podSelector)
+		sel, err := parseSelector("pod-selector", f.podSelector)
 		if err != nil {
-			return opts, "", fmt.Errorf("--pod-selector %q: %w", f.podSelector, err)
+			return opts, "", err
 		}
 		opts.PodSelector = sel
 	}
@@ -191,9 +196,19 @@ func runDrain(ctx context.Context, out, errOut io.Writer, f *drainFlags, args []
 	return nil
 }
 
+// parseSelector reads the label selector given to --flag (selector,
+// pod-selector) as the API server reads it; the error names the flag.
+func parseSelector(flag, value string) (labels.Selector, error) {
+	sel, err := labels.Parse(value)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %q: %w", flag, value, err)
+	}
+	return sel, nil
+}
+
 func nodesMatching(ctx context.Context, client kubernetes.Interface, selector string) ([]string, error) {
-	if _, err := labels.Parse(selector); err != nil {
-		return nil, fmt.Errorf("--selector %q: %w", selector, err)
+	if _, err := parseSelector("selector", selector); err != nil {
+		return nil, err
 	}
 	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {

@@ -56,6 +56,7 @@ func TestDrainFlagsToOptions(t *testing.T) {
 		{name: "past deadline", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, deadline: "2026-11-21T07:00:00Z", onDeadline: "delete"}, wantErr: "already past"},
 		{name: "bad grace", args: []string{"n1"}, flags: drainFlags{gracePeriod: -2, onDeadline: "delete"}, wantErr: "--grace-period -2"},
 		{name: "bad on-deadline", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "panic"}, wantErr: "--on-deadline"},
+		{name: "bad selector", flags: drainFlags{gracePeriod: -1, selector: "pool in gpu", onDeadline: "delete"}, wantErr: "--selector"},
 		{name: "bad pod selector", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, podSelector: "a in (", onDeadline: "delete"}, wantErr: "--pod-selector"},
 		{name: "daemonsets both ways", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete",
 			opts: drain.Options{IgnoreDaemonSets: true, EvictDaemonSets: true}}, wantErr: "contradict"},

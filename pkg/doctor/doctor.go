@@ -88,7 +88,9 @@ func Diagnose(in Input) Report {
 		d.pdbs = append(d.pdbs, &in.PDBs[i])
 	}
 	for _, n := range in.Nodes {
-		if len(in.Targets) == 0 || contains(in.Targets, n.Name) {
+		// A node without a name is none the API server lists; as a target
+		// it would claim every unscheduled pod (nodeName "").
+		if n.Name != "" && (len(in.Targets) == 0 || contains(in.Targets, n.Name)) {
 			d.targets[n.Name] = true
 		}
 	}

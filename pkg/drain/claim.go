@@ -62,10 +62,12 @@ func LiveClaim(node *corev1.Node, now time.Time) (holder string, until time.Time
 	return c.Holder, c.Renewed.Add(claimTTL), true
 }
 
-// heldByOther reports a live claim by another drain.
+// heldByOther reports a live claim by another drain than the one with id;
+// with id empty (no drain of the caller's), by any drain, a claim without
+// an ID included.
 func heldByOther(node *corev1.Node, id string, now time.Time) (claim, bool) {
 	c, ok := claimOf(node)
-	if !ok || c.ID == id || now.Sub(c.Renewed) > claimTTL {
+	if !ok || id != "" && c.ID == id || now.Sub(c.Renewed) > claimTTL {
 		return c, false
 	}
 	return c, true

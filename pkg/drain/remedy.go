@@ -82,7 +82,9 @@ func percentAllowingOne(expected int32) (int32, bool) {
 	if expected < 2 {
 		return 0, false
 	}
-	return (expected - 1) * 100 / expected, true
+	// floor((E-1)×100/E) = 100 - ceil(100/E) = 99 - floor(99/E), which,
+	// unlike (E-1)×100, cannot overflow int32 however many pods there are.
+	return 99 - 99/expected, true
 }
 
 // percent reads a "NN%" value.

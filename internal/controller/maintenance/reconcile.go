@@ -128,9 +128,25 @@ func deadlineOf(e maintenance.Event, policy Policy) *time.Time {
 	if e.Deadline.IsZero() {
 		return nil
 	}
-	dl := e.Deadline.Add(-policy.DeadlineMargin())
+	// The record holds RFC 3339 times, years 0 to 9999 (in UTC, as
+	// recorded): a deadline the margin pushes past either end would make
+	// it unwritable, and the event adopted again on every pass. At the
+	// edge it is as passed, or as far off.
+	dl := e.Deadline.Add(-policy.DeadlineMargin()).UTC()
+	switch {
+	case dl.Before(firstRecordable):
+		dl = firstRecordable
+	case dl.After(lastRecordable):
+		dl = lastRecordable
+	}
 	return &dl
 }
+
+// The first and last instants a record can hold.
+var (
+	firstRecordable = time.Date(0, time.January, 1, 0, 0, 0, 0, time.UTC)
+	lastRecordable  = time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC)
+)
 
 func sameTime(a, b *time.Time) bool {
 	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
@@ -169,7 +185,10 @@ func strongest(events []maintenance.Event, policy Policy) *maintenance.Event {
 	var best *maintenance.Event
 	for i := range events {
 		e := &events[i]
-		if !e.Active() {
+		// An event without an ID cannot be recorded or approved: one the
+		// agent never writes, but a report is only as good as whoever last
+		// patched the node.
+		if !e.Active() || e.ID == "" {
 			continue
 		}
 		if best == nil {

@@ -172,6 +172,12 @@ func (c *Client) TargetLifecycleState(ctx context.Context) (string, error) {
 	if err != nil || !found {
 		return "", err
 	}
+	return ParseLifecycleState(body)
+}
+
+// ParseLifecycleState reads the target lifecycle state document; an answer
+// that cannot be a state name (HTML, a paragraph) is an error.
+func ParseLifecycleState(body []byte) (string, error) {
 	state := strings.TrimSpace(string(body))
 	if !stateName(state) {
 		return "", fmt.Errorf("target lifecycle state %q is not a state name", clip(state))
@@ -322,17 +328,29 @@ func (c *Client) sessionToken(ctx context.Context) (string, error) {
 	if a.status != http.StatusOK {
 		return "", fmt.Errorf("getting a metadata token: %s", a.statusText)
 	}
-	token := strings.TrimSpace(string(a.body))
-	if !headerValue(token) {
-		return "", errors.New("getting a metadata token: the answer is not a token")
-	}
-	ttl := c.ttl
-	// The service says how long it granted; believe the shorter of the two.
-	if s, err := strconv.Atoi(a.header.Get(TokenTTLHeader)); err == nil && s > 0 && time.Duration(s)*time.Second < ttl {
-		ttl = time.Duration(s) * time.Second
+	token, ttl, err := parseToken(a.body, a.header.Get(TokenTTLHeader), c.ttl)
+	if err != nil {
+		return "", fmt.Errorf("getting a metadata token: %w", err)
 	}
 	c.token, c.expires = token, now.Add(ttl)
 	return token, nil
+}
+
+// parseToken reads the service's answer to a token request for asked: the
+// token, and how long it lasts, the shorter of asked and what the service
+// says it granted (in whole seconds, in the TTL header).
+func parseToken(body []byte, granted string, asked time.Duration) (string, time.Duration, error) {
+	token := strings.TrimSpace(string(body))
+	if !headerValue(token) {
+		return "", 0, errors.New("the answer is not a token")
+	}
+	ttl := asked
+	// s is bounded before it is multiplied: a huge one would wrap negative,
+	// and a token that has always expired is fetched again for every read.
+	if s, err := strconv.Atoi(granted); err == nil && s > 0 && time.Duration(s) <= asked/time.Second && time.Duration(s)*time.Second < asked {
+		ttl = time.Duration(s) * time.Second
+	}
+	return token, ttl, nil
 }
 
 func (c *Client) forget(token string) {

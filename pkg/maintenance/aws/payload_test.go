@@ -3,6 +3,8 @@ package aws
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,6 +152,62 @@ func FuzzRebalanceAndLifecycle(f *testing.F) {
 		}
 		if e, ok, err := LifecycleEvent(string(body)); ok && (err != nil || e.Type != maintenance.TypeTerminate) {
 			t.Fatalf("lifecycle %+v, %v from %q", e, err, body)
+		}
+	})
+}
+
+// FuzzToken reads arbitrary answers to a session token request: the body is
+// sent back in a header on every later request, so it must be one a header
+// carries unchanged; and the token lasts no longer than asked, nor a
+// nonpositive time (which would ask for a new token on every request),
+// whatever the TTL header the service sends back says.
+func FuzzToken(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"AQAEAFUc3ZPfH5qXyXyH9oC8W7n3QJmFxnbK0D9PzJ8UGbAmVpaiZw==", "21600"}, {"token\n", "60"}, {"token", ""},
+		{"token", "0"}, {"token", "-5"}, {"to ken", "60"}, {"<html>gateway</html>", "21600"}, {"", "1"},
+	} {
+		f.Add([]byte(seed[0]), seed[1])
+	}
+	f.Fuzz(func(t *testing.T, body []byte, granted string) {
+		token, ttl, err := parseToken(body, granted, MaxTokenTTL)
+		if err != nil {
+			return
+		}
+		if token == "" || strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			t.Fatalf("token %q from %q", token, body)
+		}
+		if ttl <= 0 || ttl > MaxTokenTTL {
+			t.Fatalf("TTL header %q: the token lasts %s", granted, ttl)
+		}
+	})
+}
+
+// FuzzLifecycleState reads arbitrary target lifecycle state documents, as
+// the agent does before mapping them: what it accepts is a state name, every
+// state AWS documents is accepted, and only Terminated ones mean the
+// machine is leaving.
+func FuzzLifecycleState(f *testing.F) {
+	documented := []string{LifecycleInService, LifecycleTerminated, LifecycleDetached, LifecycleStandby,
+		LifecycleWarmedHibernated, LifecycleWarmedRunning, LifecycleWarmedStopped, LifecycleWarmedTerminated}
+	for _, seed := range append(documented, "Pending:Wait", "InService\n", ":", "Warmed:", "a:b:c", "<html>", "Terminated ", "") {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		state, err := ParseLifecycleState(body)
+		if slices.Contains(documented, strings.TrimSpace(string(body))) && err != nil {
+			t.Fatalf("documented state %q refused: %v", body, err)
+		}
+		if err != nil {
+			return
+		}
+		if state == "" || strings.Count(state, ":") > 1 || strings.ContainsFunc(state, func(r rune) bool {
+			return r != ':' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z')
+		}) {
+			t.Fatalf("state %q from %q", state, body)
+		}
+		e, leaving, err := LifecycleEvent(state)
+		if leaving != strings.HasSuffix(state, "Terminated") && slices.Contains(documented, state) || leaving && (err != nil || e.ID == "") {
+			t.Fatalf("state %q: %+v, leaving %t, %v", state, e, leaving, err)
 		}
 	})
 }
