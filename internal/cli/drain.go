@@ -127,7 +127,9 @@ func (f *drainFlags) toOptions(now time.Time, args []string) (drain.Options, out
 	opts.OnDeadline = drain.DeadlineAction(f.onDeadline)
 	host, _ := os.Hostname()
 	opts.Holder = "sluice drain@" + host
-	return opts, format, opts.Validate(now)
+	// Validate fills defaults in: call it before opts is copied out.
+	err = opts.Validate(now)
+	return opts, format, err
 }
 
 // parseDeadline reads a duration from now or an absolute RFC 3339 time.
