@@ -75,6 +75,11 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		if errors.Is(err, errRefused) {
 			break // the provider said no: the pool backs off
 		}
+		if errors.Is(err, errUnknownOutcome) {
+			errs = append(errs, err)
+			disrupting++
+			break
+		}
 		if err != nil {
 			if !errors.Is(err, errMarked) {
 				errs = append(errs, err)
@@ -164,6 +169,13 @@ func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand d
 	rec := disruption.Record{Reason: cand.Reason, Phase: disruption.PhaseLaunching, Since: now, Message: why,
 		Replacement: provider.NewName(pool.Name), LaunchedAt: &at}
 	if err := c.markNode(ctx, n, rec); err != nil {
+		if mayHaveApplied(err) {
+			// The API server may have written the mark and lost its
+			// answer: count the node as marked until the cache shows
+			// which, and choose nothing more this pass.
+			c.mark(n.Name, now)
+			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+		}
 		return err
 	}
 	c.mark(n.Name, now)
@@ -237,6 +249,12 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 func (c *Controller) checkMachine(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
 	m, gerr := c.machines.GetMachine(ctx, pool, rec.Replacement)
 	switch {
+	case provider.IsNotFound(gerr) && n.DeletionTimestamp.IsZero() && now.Sub(rec.Since) < c.opts.RegistrationTimeout:
+		// Never made (a controller killed between the record and the
+		// request, or an answer lost) or lost by the provider: ask again
+		// by the same name, which makes at most one machine.
+		c.opts.Log.Info("asking again for a replacement the provider does not have", "node", n.Name, "replacement", rec.Replacement, "nodepool", pool.Name)
+		return c.launch(ctx, pool, n, *rec, now)
 	case provider.IsNotFound(gerr):
 		return c.abandon(ctx, pool, n, fmt.Sprintf("its replacement %s is gone from the provider", rec.Replacement))
 	case gerr != nil:
@@ -313,6 +331,27 @@ func (c *Controller) setRecord(ctx context.Context, cached *corev1.Node, rec *di
 
 // errRefused: the provider refused a machine; the pass stops asking.
 var errRefused = errors.New("the provider refused the replacement")
+
+// errUnknownOutcome: a write's answer was lost; it may have been applied.
+var errUnknownOutcome = errors.New("the API server may have applied the write")
+
+// mayHaveApplied says whether a failed write may still have been applied: a
+// timeout, a 5xx or a broken connection lose the answer, not necessarily the
+// write. Refusals the API server gives before writing (conflict, not found,
+// invalid, forbidden, throttled) say it was not.
+func mayHaveApplied(err error) bool {
+	if err == nil || errors.Is(err, errMarked) {
+		return false
+	}
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsForbidden(err),
+		apierrors.IsBadRequest(err), apierrors.IsTooManyRequests(err), apierrors.IsUnauthorized(err),
+		apierrors.IsMethodNotSupported(err), apierrors.IsNotAcceptable(err), apierrors.IsUnsupportedMediaType(err),
+		apierrors.IsRequestEntityTooLargeError(err), apierrors.IsAlreadyExists(err), apierrors.IsGone(err):
+		return false
+	}
+	return true
+}
 
 // errMarked: another writer marked the node first.
 var errMarked = errors.New("the node is already marked")

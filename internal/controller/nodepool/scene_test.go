@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
@@ -46,6 +47,9 @@ type scene struct {
 	kwok     *kwok.Provider
 	selector map[string]string
 	onPool   fixture.PodOption
+	// config, when set, is what the controller talks to the API server
+	// with (a test's own transport around the sandbox's).
+	config *rest.Config
 }
 
 func logger(t *testing.T) *slog.Logger {
@@ -154,7 +158,11 @@ func (s *scene) startWith(t *testing.T, edit func(*controller.Options)) {
 	if edit != nil {
 		edit(&opts)
 	}
-	mgr, err := controller.New(s.env.Config, opts)
+	cfg := s.env.Config
+	if s.config != nil {
+		cfg = s.config
+	}
+	mgr, err := controller.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,78 @@
+package nodepool_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/test/audit"
+)
+
+// TestALostAnswerToAMarkCountsAgainstTheBudget: the API server writes the
+// controller's first mark and the answer is lost on the way back (a
+// timeout, as from a loaded API server or a proxy). The node is marked all
+// the same, so the controller must count it, not mark a second node beside
+// it under a budget of one. Found by `make soak` through the fault proxy.
+func TestALostAnswerToAMarkCountsAgainstTheBudget(t *testing.T) {
+	s := newScene(t, 4, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "1"}}
+	})
+	lose := &loseFirstMark{}
+	cfg := rest.CopyConfig(s.env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { lose.next = rt; return lose })
+	s.config = cfg
+	// The auditor that watches, not samples: the old controller gave the
+	// second node back within milliseconds, between two samples.
+	a, err := audit.Start(t.Context(), s.env.Config, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start(t)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	s.env.WaitFor(t, 30*time.Second, "the first mark written and its answer lost", func(context.Context) (bool, error) {
+		return lose.lost.Load(), nil
+	})
+	// Long enough for a controller that believed the mark failed to mark
+	// another node (it requeues at once), short of the mark being shown.
+	time.Sleep(5 * time.Second)
+	sum := a.Finish()
+	t.Logf("auditor:\n%s", sum)
+	if r := sum.Row(audit.Budget); r.Violated > 0 || r.Checked == 0 {
+		t.Errorf("budget: %d marks judged, %d over the budget: %v", r.Checked, r.Violated, r.Examples)
+	}
+}
+
+// loseFirstMark passes every request to the API server, and replaces the
+// answer to the first patch that writes a node's disruption record with a
+// timeout error: the write happened, the caller cannot know it.
+type loseFirstMark struct {
+	next http.RoundTripper
+	lost atomic.Bool
+}
+
+func (l *loseFirstMark) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPatch || !strings.Contains(req.URL.Path, "/nodes/") || req.Body == nil || l.lost.Load() {
+		return l.next.RoundTrip(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	resp, err := l.next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(v1alpha1.AnnotationDisruption)) ||
+		!l.lost.CompareAndSwap(false, true) {
+		return resp, err
+	}
+	_ = resp.Body.Close()
+	return nil, errors.New("net/http: timeout awaiting response headers (the test lost this answer)")
+}
