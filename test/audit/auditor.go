@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -47,6 +48,7 @@ const settle = 4 * time.Second
 // Auditor watches one cluster; see the package comment.
 type Auditor struct {
 	logf   func(string, ...any)
+	clock  clock.PassiveClock
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -103,7 +105,7 @@ func Start(ctx context.Context, cfg *rest.Config, logf func(string, ...any)) (*A
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	a := &Auditor{logf: logf, cancel: cancel, done: make(chan struct{}),
+	a := &Auditor{logf: logf, clock: clock.RealClock{}, cancel: cancel, done: make(chan struct{}),
 		nodes: map[string]*nodeState{}, pods: map[string]*podState{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
 		pools: map[string]*v1alpha1.NodePool{}, forced: map[string]bool{}, undisturbed: map[string]string{},
 		mayUncordon: map[string]bool{}, personCordon: map[string]string{}, replacementOf: map[string]string{},
@@ -226,7 +228,7 @@ func (a *Auditor) runDeferred(ctx context.Context) {
 
 // later runs check once the other streams have caught up; a.mu is held.
 func (a *Auditor) later(check func()) {
-	a.pending = append(a.pending, deferred{due: time.Now().Add(settle), run: check})
+	a.pending = append(a.pending, deferred{due: a.clock.Now().Add(settle), run: check})
 }
 
 func (a *Auditor) pass(inv Invariant) { a.rows[inv].Checked++ }

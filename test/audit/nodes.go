@@ -88,6 +88,11 @@ func (a *Auditor) nodeChanged(old, n *corev1.Node, st *nodeState) {
 	if st.record != nil && st.record.Replacement != "" && (oldRec == nil || oldRec.Replacement != st.record.Replacement) {
 		a.replacementNamed(n.Name, oldRec, st.record.Replacement)
 	}
+	a.cordonChanged(old, n)
+}
+
+// cordonChanged notes a person's cordon, and judges its undoing.
+func (a *Auditor) cordonChanged(old, n *corev1.Node) {
 	by := n.Annotations[annotationCordonedBy]
 	switch {
 	case n.Spec.Unschedulable && !old.Spec.Unschedulable:
@@ -155,7 +160,7 @@ func (a *Auditor) recordAppeared(n *corev1.Node, rec *record, at int64) {
 	if !voluntary(rec.Reason) {
 		return
 	}
-	now := time.Now()
+	now := a.clock.Now()
 	if why := protected(n.Annotations, n.CreationTimestamp.Time, now); why != "" {
 		a.violate(DoNotDisrupt, "node %s was marked %s although it carries %s", n.Name, rec.Reason, why)
 	} else if why := protected(pool.Annotations, now.Add(-1000*time.Hour), now); why != "" {
@@ -197,7 +202,7 @@ func (a *Auditor) checkBudget(n *corev1.Node, pool *v1alpha1.NodePool, reason st
 		if !replacements[m.Name] {
 			size++
 		}
-		if outOfService(m) && !(replacements[m.Name] && !nodeReady(m)) {
+		if outOfService(m) && (!replacements[m.Name] || nodeReady(m)) {
 			out++
 			names = append(names, m.Name)
 		}
@@ -206,7 +211,7 @@ func (a *Auditor) checkBudget(n *corev1.Node, pool *v1alpha1.NodePool, reason st
 	if pool.Spec.Disruption != nil {
 		budgets = pool.Spec.Disruption.Budgets
 	}
-	limit, why, ok := budgetLimit(budgets, size, reason, time.Now())
+	limit, why, ok := budgetLimit(budgets, size, reason, a.clock.Now())
 	if !ok {
 		if a.logf != nil {
 			a.logf("audit: pool %s: cannot read its budgets (%s); not judged", pool.Name, why)
@@ -242,7 +247,7 @@ func (a *Auditor) nodeGone(n *corev1.Node) {
 		grace = pool.Spec.Disruption.TerminationGracePeriod.Duration
 	}
 	deleting := n.DeletionTimestamp
-	gone, name, at := time.Now(), n.Name, st.goneRV
+	gone, name, at := a.clock.Now(), n.Name, st.goneRV
 	a.later(func() {
 		var left []string
 		for key, ps := range a.pods {

@@ -1,8 +1,6 @@
 package audit
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -87,7 +85,7 @@ func (a *Auditor) deletionStarted(before *corev1.Pod, ps *podState, at int64) {
 		return // its node is gone: machine-after-pods judges that
 	}
 	if node.record != nil && voluntary(node.record.Reason) && !exempt(before) {
-		if why := protected(before.Annotations, before.CreationTimestamp.Time, time.Now()); why != "" {
+		if why := protected(before.Annotations, before.CreationTimestamp.Time, a.clock.Now()); why != "" {
 			a.violate(DoNotDisrupt, "pod %s/%s carrying %s was evicted from node %s, marked %s", before.Namespace, before.Name, why, node.node.Name, node.record.Reason)
 		} else {
 			a.pass(DoNotDisrupt)

@@ -148,7 +148,7 @@ func selfSigned() (tls.Certificate, []byte, error) {
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("making the proxy's key: %w", err)
 	}
-	now := time.Now()
+	now := clock.RealClock{}.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "faultproxy"},

@@ -76,8 +76,7 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 			break // the provider said no: the pool backs off
 		}
 		if errors.Is(err, errUnknownOutcome) {
-			errs = append(errs, err)
-			disrupting++
+			errs = append(errs, err) // counted as marked from the next pass (settleMarks)
 			break
 		}
 		if err != nil {
