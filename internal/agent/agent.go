@@ -163,6 +163,7 @@ func (a *Agent) take(obs maintenance.Observation, err error) (r maintenance.Repo
 			a.log.Error("reading the metadata service; keeping the last report", "err", err)
 		}
 		a.readErr = err.Error()
+		a.ends.Interrupt()
 		return maintenance.Report{}, false
 	case a.readErr != "":
 		a.log.Info("metadata service answers again")

@@ -81,7 +81,9 @@ func (c *EndConfirmer) Seed(events []Event) {
 // Confirm returns obs with every known event it does not list added back, as
 // last read, until that event's end is confirmed; kept names those. An event
 // obs lists again starts over. An answer with a part that could not be read
-// (obs.Rejected) confirms no end: the missing event may be in that part.
+// (obs.Rejected) confirms no end and starts the count over: the missing
+// event may be in that part, and the answers that end an event come in a
+// row.
 func (c *EndConfirmer) Confirm(obs Observation) (confirmed Observation, kept []string) {
 	now := c.clock.Now()
 	listed := map[string]bool{}
@@ -95,6 +97,7 @@ func (c *EndConfirmer) Confirm(obs Observation) (confirmed Observation, kept []s
 			continue
 		}
 		if len(obs.Rejected) > 0 {
+			a.missing = 0 // the row of answers without it is broken
 			obs.Events = append(obs.Events, a.event)
 			kept = append(kept, id)
 			continue
@@ -112,4 +115,13 @@ func (c *EndConfirmer) Confirm(obs Observation) (confirmed Observation, kept []s
 	}
 	slices.Sort(kept)
 	return obs, kept
+}
+
+// Interrupt records an answer that could not be read at all: the answers
+// that end an event come in a row, so every count starts over. A metadata
+// service that keeps failing ends nothing.
+func (c *EndConfirmer) Interrupt() {
+	for _, a := range c.known {
+		a.missing = 0
+	}
 }

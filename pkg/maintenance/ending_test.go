@@ -150,10 +150,17 @@ func TestEndConfirmerCountsNoAnswerWithAnUnreadablePart(t *testing.T) {
 			t.Fatalf("after an answer with an unreadable part: events %v, kept %v; want A kept", got.Events, kept)
 		}
 	}
-	// Readable answers without it count from here.
+	// Readable answers without it count from here, and an answer that
+	// could not be read at all starts the count over.
 	clk.SetTime(clk.Now().Add(time.Second))
 	if got, _ := c.Confirm(Observation{}); len(got.Events) != 1 {
 		t.Fatalf("the first readable answer without A ended it")
+	}
+	clk.SetTime(clk.Now().Add(10 * time.Second))
+	c.Interrupt()
+	clk.SetTime(clk.Now().Add(time.Second))
+	if got, _ := c.Confirm(Observation{}); len(got.Events) != 1 {
+		t.Fatalf("two readable answers without A, with a failed one between, ended it")
 	}
 	clk.SetTime(clk.Now().Add(10 * time.Second))
 	if got, _ := c.Confirm(Observation{}); len(got.Events) != 0 {
