@@ -153,28 +153,10 @@ func runScenario(t *testing.T, env *sandboxtest.Env, server string, ca []byte, s
 
 func setScene(t *testing.T, env *sandboxtest.Env) *scene {
 	t.Helper()
-	s := &scene{t: t, env: env, kube: poolClient(t, env), name: sandboxtest.UniqueName("chaos"), protected: map[string]bool{}}
-	s.poolLabels = map[string]string{"chaos.sluice.dev/pool": s.name}
-	s.maintLabels = map[string]string{"chaos.sluice.dev/maint": s.name}
-	s.pool = &v1alpha1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name},
-		Spec: v1alpha1.NodePoolSpec{
-			NodeSelector: metav1.LabelSelector{MatchLabels: s.poolLabels},
-			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok, Kwok: &v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{Duration: 5 * time.Second}}},
-			Template:     &v1alpha1.NodeTemplate{Labels: s.poolLabels, InstanceTypes: []string{"Standard_D4s_v5"}, Image: "img-1"},
-			Disruption: &v1alpha1.DisruptionSpec{
-				Budgets:                []v1alpha1.Budget{{Nodes: "2"}},
-				TerminationGracePeriod: &metav1.Duration{Duration: 3 * time.Minute},
-			},
-		},
-	}
-	if err := s.kube.Create(t.Context(), s.pool); err != nil {
-		t.Fatalf("creating pool %s: %v", s.name, err)
-	}
-	// Registered first, so it runs last: after the controllers stop, let
-	// the pool's nodes go (nobody is left to remove their finalizer).
-	t.Cleanup(s.cleanup)
-	s.poolNodes = s.makeNodes(poolSize)
+	s := newPoolScene(t, env, "chaos", poolSize, 5*time.Second, &v1alpha1.DisruptionSpec{
+		Budgets:                []v1alpha1.Budget{{Nodes: "2"}},
+		TerminationGracePeriod: &metav1.Duration{Duration: 3 * time.Minute},
+	})
 	for _, n := range env.CreateNodes(t, fixture.AKSPool(s.name+"m", maintNodes, fixture.WithLabels(s.maintLabels))) {
 		s.maint = append(s.maint, n.Name)
 	}
@@ -205,6 +187,33 @@ func setScene(t *testing.T, env *sandboxtest.Env) *scene {
 	garbage := maintenance.NewReport(maintenance.SourceAzure, false, nil).
 		WithRejected([]error{errors.New(`event "x": NotBefore "soon-ish": not a time`)})
 	s.patchNode(s.maint[4], annotate(maintenance.AnnotationEvents, garbage.Encode()))
+	return s
+}
+
+// newPoolScene creates a kwok pool of size nodes (image img-1, boot as
+// given) with its disruption settings; the maintenance nodes are the
+// caller's.
+func newPoolScene(t *testing.T, env *sandboxtest.Env, prefix string, size int, boot time.Duration, disruption *v1alpha1.DisruptionSpec) *scene {
+	t.Helper()
+	s := &scene{t: t, env: env, kube: poolClient(t, env), name: sandboxtest.UniqueName(prefix), protected: map[string]bool{}}
+	s.poolLabels = map[string]string{"chaos.sluice.dev/pool": s.name}
+	s.maintLabels = map[string]string{"chaos.sluice.dev/maint": s.name}
+	s.pool = &v1alpha1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name},
+		Spec: v1alpha1.NodePoolSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: s.poolLabels},
+			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok, Kwok: &v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{Duration: boot}}},
+			Template:     &v1alpha1.NodeTemplate{Labels: s.poolLabels, InstanceTypes: []string{"Standard_D4s_v5"}, Image: "img-1"},
+			Disruption:   disruption,
+		},
+	}
+	if err := s.kube.Create(t.Context(), s.pool); err != nil {
+		t.Fatalf("creating pool %s: %v", s.name, err)
+	}
+	// Registered first, so it runs last: after the controllers stop, let
+	// the pool's nodes go (nobody is left to remove their finalizer).
+	t.Cleanup(s.cleanup)
+	s.poolNodes = s.makeNodes(size)
 	return s
 }
 

@@ -121,27 +121,11 @@ func TestSoak(t *testing.T) {
 // setSoak builds the 200 nodes and their workloads.
 func setSoak(t *testing.T, env *sandboxtest.Env, expireAfter time.Duration) *scene {
 	t.Helper()
-	s := &scene{t: t, env: env, kube: poolClient(t, env), name: sandboxtest.UniqueName("soak"), protected: map[string]bool{}}
-	s.poolLabels = map[string]string{"chaos.sluice.dev/pool": s.name}
-	s.maintLabels = map[string]string{"chaos.sluice.dev/maint": s.name}
-	s.pool = &v1alpha1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name},
-		Spec: v1alpha1.NodePoolSpec{
-			NodeSelector: metav1.LabelSelector{MatchLabels: s.poolLabels},
-			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok, Kwok: &v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{Duration: 3 * time.Second}}},
-			Template:     &v1alpha1.NodeTemplate{Labels: s.poolLabels, InstanceTypes: []string{"Standard_D4s_v5"}, Image: "img-1"},
-			Disruption: &v1alpha1.DisruptionSpec{
-				ExpireAfter:            expireAfter.String(),
-				Budgets:                []v1alpha1.Budget{{Nodes: "10%"}},
-				TerminationGracePeriod: &metav1.Duration{Duration: 5 * time.Minute},
-			},
-		},
-	}
-	if err := s.kube.Create(t.Context(), s.pool); err != nil {
-		t.Fatalf("creating pool %s: %v", s.name, err)
-	}
-	t.Cleanup(s.cleanup)
-	s.poolNodes = s.makeNodes(soakPoolNodes)
+	s := newPoolScene(t, env, "soak", soakPoolNodes, 3*time.Second, &v1alpha1.DisruptionSpec{
+		ExpireAfter:            expireAfter.String(),
+		Budgets:                []v1alpha1.Budget{{Nodes: "10%"}},
+		TerminationGracePeriod: &metav1.Duration{Duration: 5 * time.Minute},
+	})
 	for _, n := range env.CreateNodes(t, fixture.AKSPool(s.name+"m", soakMaintNodes, fixture.WithLabels(s.maintLabels))) {
 		s.maint = append(s.maint, n.Name)
 	}
