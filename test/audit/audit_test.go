@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/sluice-dev/sluice/internal/nodepool"
@@ -42,8 +40,8 @@ func TestAuditorCatchesEachBreach(t *testing.T) {
 		fixture.Deployment(env.Namespace, "loose", 3, sel), fixture.PDB(env.Namespace, "loose", "loose", fixture.MaxUnavailable("1")))
 	env.WaitForPods(t, "app=tight", 3)
 	env.WaitForPods(t, "app=loose", 3)
-	waitPDBCounted(t, env, "tight", 3)
-	waitPDBCounted(t, env, "loose", 3)
+	env.WaitForPDB(t, "tight", 3)
+	env.WaitForPDB(t, "loose", 3)
 
 	a, err := audit.Start(ctx, env.Config, t.Logf)
 	if err != nil {
@@ -167,21 +165,5 @@ func evict(t *testing.T, env *sandboxtest.Env, pod string) {
 	e := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: pod}}
 	if err := env.Client.PolicyV1().Evictions(env.Namespace).Evict(t.Context(), e); err != nil {
 		t.Fatalf("evicting %s: %v", pod, err)
-	}
-}
-
-// waitPDBCounted waits until the disruption controller has counted the
-// PDB's pods: the auditor judges a floor only from then.
-func waitPDBCounted(t *testing.T, env *sandboxtest.Env, name string, healthy int32) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pdb, err := env.Client.PolicyV1().PodDisruptionBudgets(env.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == healthy && pdb.Status.ExpectedPods == healthy, nil
-	})
-	if err != nil {
-		t.Fatalf("PDB %s never counted %d healthy pods: %v", name, healthy, err)
 	}
 }

@@ -168,7 +168,24 @@ func (a *Auditor) WillUncordon(node string) {
 // Finish lets the checks that wait for a second stream conclude, stops
 // watching, and returns the tally.
 func (a *Auditor) Finish() Summary {
-	time.Sleep(settle + time.Second)
+	// What was just committed reaches the watches within moments; the
+	// checks it starts conclude settle after that.
+	time.Sleep(time.Second)
+	for {
+		a.mu.Lock()
+		var last time.Time
+		for _, d := range a.pending {
+			if d.due.After(last) {
+				last = d.due
+			}
+		}
+		a.mu.Unlock()
+		wait := last.Sub(a.clock.Now())
+		if wait <= 0 {
+			break
+		}
+		time.Sleep(wait + 300*time.Millisecond)
+	}
 	a.cancel()
 	<-a.done
 	a.mu.Lock()

@@ -171,8 +171,8 @@ func setScene(t *testing.T, env *sandboxtest.Env) *scene {
 	env.WaitForPods(t, "app=web", 16)
 	env.WaitForPods(t, "app=svc", 10)
 	pinned := env.WaitForPods(t, "app=pinned", 1)
-	waitPDBCounted(t, env, "web", 16)
-	waitPDBCounted(t, env, "svc", 10)
+	env.WaitForPDB(t, "web", 16)
+	env.WaitForPDB(t, "svc", 10)
 
 	s.patchNode(s.poolNodes[0], fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, v1alpha1.AnnotationDoNotDisrupt))
 	s.protected[s.poolNodes[0]] = true
@@ -242,7 +242,7 @@ func (s *scene) makeNodes(n int) []string {
 			return false, nil
 		}
 		for _, n := range nodes {
-			if !nodeReady(&n) || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
+			if !sandboxtest.NodeReady(&n) || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
 				return false, nil
 			}
 		}
@@ -363,7 +363,7 @@ func (s *scene) rolledOut(ctx context.Context) (bool, error) {
 			want = "img-1"
 		}
 		_, marked := n.Annotations[v1alpha1.AnnotationDisruption]
-		if marked || n.Annotations[v1alpha1.AnnotationImage] != want || !nodeReady(&n) || n.Spec.Unschedulable {
+		if marked || n.Annotations[v1alpha1.AnnotationImage] != want || !sandboxtest.NodeReady(&n) || n.Spec.Unschedulable {
 			return false, nil
 		}
 	}
@@ -404,15 +404,6 @@ func (s *scene) checkEnd(sum audit.Summary) {
 	}
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func poolClient(t *testing.T, env *sandboxtest.Env) client.Client {
 	t.Helper()
 	ext, err := apiextensionsclient.NewForConfig(env.Config)
@@ -430,17 +421,4 @@ func poolClient(t *testing.T, env *sandboxtest.Env) client.Client {
 		t.Fatal(err)
 	}
 	return kube
-}
-
-// waitPDBCounted waits until the disruption controller has counted the
-// PDB's healthy pods.
-func waitPDBCounted(t *testing.T, env *sandboxtest.Env, name string, healthy int32) {
-	t.Helper()
-	env.WaitFor(t, time.Minute, "PDB "+name+" counted", func(ctx context.Context) (bool, error) {
-		pdb, err := env.Client.PolicyV1().PodDisruptionBudgets(env.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == healthy, nil
-	})
 }

@@ -148,8 +148,8 @@ func setSoak(t *testing.T, env *sandboxtest.Env, expireAfter time.Duration) *sce
 		}
 		return ready == 4*soakPoolNodes+3*soakMaintNodes, nil
 	})
-	waitPDBCounted(t, env, "web", 4*soakPoolNodes)
-	waitPDBCounted(t, env, "svc", 3*soakMaintNodes)
+	env.WaitForPDB(t, "web", 4*soakPoolNodes)
+	env.WaitForPDB(t, "svc", 3*soakMaintNodes)
 	return s
 }
 

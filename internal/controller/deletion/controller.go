@@ -34,6 +34,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/kube"
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -282,6 +283,11 @@ func (c *Controller) admit(ctx context.Context, node *corev1.Node, pool *v1alpha
 	// Terminating record, so the patch needs no lock (a lock would fail on
 	// every status heartbeat of the node).
 	if err := c.kube.Patch(ctx, node, client.MergeFrom(orig), client.FieldOwner("sluice")); err != nil {
+		if rec == nil && kube.MayHaveApplied(err) {
+			// The record may be written though its answer was lost: the
+			// node counts as admitted until the cache shows which.
+			c.admitted[node.Name] = now
+		}
 		return 0, fmt.Errorf("recording the termination of node %s: %w", node.Name, err)
 	}
 	if rec == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,13 +38,28 @@ func TestALostAnswerToAMarkCountsAgainstTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.start(t)
+	before := s.waitNodes(t, 4, time.Minute)
 	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
-	s.env.WaitFor(t, 30*time.Second, "the first mark written and its answer lost", func(context.Context) (bool, error) {
-		return lose.lost.Load(), nil
+	// The whole rollout, one node at a time, judged by the auditor.
+	s.env.WaitFor(t, 3*time.Minute, "every node replaced", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		fresh := 0
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) {
+				return false, nil
+			}
+			if n.Annotations[v1alpha1.AnnotationImage] == "img-2" && ready(n) {
+				fresh++
+			}
+		}
+		return fresh == 4, nil
 	})
-	// Long enough for a controller that believed the mark failed to mark
-	// another node (it requeues at once), short of the mark being shown.
-	time.Sleep(5 * time.Second)
+	if !lose.lost.Load() {
+		t.Fatal("no mark's answer was lost: the test proved nothing")
+	}
 	sum := a.Finish()
 	t.Logf("auditor:\n%s", sum)
 	if r := sum.Row(audit.Budget); r.Violated > 0 || r.Checked == 0 {

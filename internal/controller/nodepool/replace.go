@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -168,7 +169,7 @@ func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand d
 	rec := disruption.Record{Reason: cand.Reason, Phase: disruption.PhaseLaunching, Since: now, Message: why,
 		Replacement: provider.NewName(pool.Name), LaunchedAt: &at}
 	if err := c.markNode(ctx, n, rec); err != nil {
-		if mayHaveApplied(err) {
+		if !errors.Is(err, errMarked) && kube.MayHaveApplied(err) {
 			// The API server may have written the mark and lost its
 			// answer: count the node as marked until the cache shows
 			// which, and choose nothing more this pass.
@@ -333,24 +334,6 @@ var errRefused = errors.New("the provider refused the replacement")
 
 // errUnknownOutcome: a write's answer was lost; it may have been applied.
 var errUnknownOutcome = errors.New("the API server may have applied the write")
-
-// mayHaveApplied says whether a failed write may still have been applied: a
-// timeout, a 5xx or a broken connection lose the answer, not necessarily the
-// write. Refusals the API server gives before writing (conflict, not found,
-// invalid, forbidden, throttled) say it was not.
-func mayHaveApplied(err error) bool {
-	if err == nil || errors.Is(err, errMarked) {
-		return false
-	}
-	switch {
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsForbidden(err),
-		apierrors.IsBadRequest(err), apierrors.IsTooManyRequests(err), apierrors.IsUnauthorized(err),
-		apierrors.IsMethodNotSupported(err), apierrors.IsNotAcceptable(err), apierrors.IsUnsupportedMediaType(err),
-		apierrors.IsRequestEntityTooLargeError(err), apierrors.IsAlreadyExists(err), apierrors.IsGone(err):
-		return false
-	}
-	return true
-}
 
 // errMarked: another writer marked the node first.
 var errMarked = errors.New("the node is already marked")

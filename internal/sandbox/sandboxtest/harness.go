@@ -219,6 +219,30 @@ func (e *Env) WaitFor(t testing.TB, timeout time.Duration, what string, cond fun
 	}
 }
 
+// WaitForPDB waits until the disruption controller has counted the PDB's
+// pods in the test's namespace and found healthy of them healthy: only then
+// does the API server judge evictions against it as the test means.
+func (e *Env) WaitForPDB(t testing.TB, name string, healthy int32) {
+	t.Helper()
+	e.WaitFor(t, time.Minute, fmt.Sprintf("PDB %s counting %d healthy pods", name, healthy), func(ctx context.Context) (bool, error) {
+		pdb, err := e.Client.PolicyV1().PodDisruptionBudgets(e.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == healthy && pdb.Status.ExpectedPods == healthy, nil
+	})
+}
+
+// NodeReady reports whether the node's Ready condition is true.
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // PodReady reports whether the pod is Running with its Ready condition true.
 func PodReady(p *corev1.Pod) bool {
 	if p.Status.Phase != corev1.PodRunning {
