@@ -74,8 +74,9 @@ type change struct {
 	node    *nodeState
 	pod     *corev1.Pod // added, or removed when removed is set
 	load    load        // a removed pod's, to put back
-	removed bool
-	cordon  bool // the node was cordoned
+	removed  bool
+	cordon   bool // the node was cordoned
+	uncordon bool // the node was uncordoned
 }
 
 // NewCluster builds a cluster from nodes and the pods bound to them (pods with
@@ -170,8 +171,25 @@ func (c *Cluster) Cordon(node string) bool {
 	return true
 }
 
+// Uncordon opens the named node again (one closed by Cordon, not a Node
+// whose spec says unschedulable), and reports whether the node exists. A
+// node that opens may take pods it refused, so every pod shape's scan starts
+// over.
+func (c *Cluster) Uncordon(node string) bool {
+	ns, ok := c.byName[node]
+	if !ok {
+		return false
+	}
+	if ns.cordoned {
+		ns.cordoned = false
+		c.cursors = map[string]int{}
+		c.record(change{node: ns, uncordon: true})
+	}
+	return true
+}
+
 // Snapshot returns a function that puts the cluster back as it is now,
-// undoing every Place, Remove and Cordon since; asking "if this node were
+// undoing every Place, Remove, Cordon and Uncordon since; asking "if this node were
 // drained" of each node in turn then costs the pods that move, not a new
 // Cluster. Snapshots nest: restore the inner one first.
 func (c *Cluster) Snapshot() (restore func()) {
@@ -191,6 +209,8 @@ func (c *Cluster) Snapshot() (restore func()) {
 			switch ch := c.journal[i]; {
 			case ch.cordon:
 				ch.node.cordoned = false
+			case ch.uncordon:
+				ch.node.cordoned = true
 			case ch.removed:
 				c.add(ch.pod, ch.node, ch.load)
 			default:

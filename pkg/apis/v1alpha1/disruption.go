@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -81,4 +83,69 @@ func (b Budget) String() string {
 		}
 	}
 	return s
+}
+
+// DefaultMinSavings is ConsolidationSpec.MinSavings' default, in percent.
+const DefaultMinSavings = 10
+
+// ConsolidateAfterDuration returns how long a node must go without pod
+// churn before consolidation considers it, and false when consolidation is
+// off (Never, or unreadable: the CRD refuses that). Unset is 30 s, as the
+// CRD's default.
+func (d *DisruptionSpec) ConsolidateAfterDuration() (time.Duration, bool) {
+	if d == nil || d.ConsolidateAfter == "" {
+		return 30 * time.Second, true
+	}
+	if d.ConsolidateAfter == Never {
+		return 0, false
+	}
+	v, err := time.ParseDuration(d.ConsolidateAfter)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// Policy returns the consolidation policy, WhenEmptyOrUnderutilized when
+// unset.
+func (d *DisruptionSpec) Policy() ConsolidationPolicy {
+	if d == nil || d.ConsolidationPolicy == "" {
+		return ConsolidateWhenEmptyOrUnderutilized
+	}
+	return d.ConsolidationPolicy
+}
+
+// MinSavingsPercent returns the least saving a replacement must make, in
+// percent.
+func (d *DisruptionSpec) MinSavingsPercent() int {
+	if d == nil || d.Consolidation == nil {
+		return DefaultMinSavings
+	}
+	if v, ok := percent(d.Consolidation.MinSavings); ok {
+		return v
+	}
+	return DefaultMinSavings
+}
+
+// UtilizationThresholdPercent returns the utilization rule, and false when
+// the pool sets none.
+func (d *DisruptionSpec) UtilizationThresholdPercent() (int, bool) {
+	if d == nil || d.Consolidation == nil || d.Consolidation.UtilizationThreshold == nil {
+		return 0, false
+	}
+	return percent(*d.Consolidation.UtilizationThreshold)
+}
+
+// SpotToSpotAllowed says whether a spot node may be replaced by spot.
+func (d *DisruptionSpec) SpotToSpotAllowed() bool {
+	return d != nil && d.Consolidation != nil && d.Consolidation.SpotToSpot
+}
+
+// percent reads "NN%" (0 to 100).
+func percent(s string) (int, bool) {
+	v, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+	if err != nil || !strings.HasSuffix(s, "%") || v < 0 || v > 100 {
+		return 0, false
+	}
+	return v, true
 }

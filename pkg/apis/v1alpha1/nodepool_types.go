@@ -289,6 +289,11 @@ type DisruptionSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	ConsolidateAfter string `json:"consolidateAfter,omitempty"`
 
+	// Consolidation tunes when a cheaper arrangement is worth a change.
+	//
+	// +optional
+	Consolidation *ConsolidationSpec `json:"consolidation,omitempty"`
+
 	// Budgets cap how many of the pool's nodes may be disrupting at once;
 	// the most restrictive budget active now wins. Nodes being disrupted for
 	// any reason count, maintenance and a person's drain included, and so do
@@ -304,6 +309,36 @@ type DisruptionSpec struct {
 	//
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+}
+
+// ConsolidationSpec tunes consolidation (docs/consolidation.md).
+type ConsolidationSpec struct {
+	// MinSavings is how much less per hour a replacement must cost than
+	// the nodes it replaces, as a percentage of their price, so that a
+	// node is not replaced for a cent; default 10%. Removing a node
+	// without a replacement always saves its whole price.
+	//
+	// +optional
+	// +kubebuilder:default="10%"
+	// +kubebuilder:validation:Pattern=`^(100|[0-9]{1,2})%$`
+	// +kubebuilder:validation:MaxLength=4
+	MinSavings string `json:"minSavings,omitempty"`
+
+	// UtilizationThreshold, when set, is a simple rule on top: only a node
+	// whose cpu and memory requests are both below this share of its
+	// allocatable is considered underutilized.
+	//
+	// +optional
+	// +kubebuilder:validation:Pattern=`^(100|[0-9]{1,2})%$`
+	// +kubebuilder:validation:MaxLength=4
+	UtilizationThreshold *string `json:"utilizationThreshold,omitempty"`
+
+	// SpotToSpot lets a spot node be replaced by a cheaper spot node. Off
+	// by default: a spot price moves, and chasing it churns. An on-demand
+	// node is only ever replaced with the template's capacity type.
+	//
+	// +optional
+	SpotToSpot bool `json:"spotToSpot,omitempty"`
 }
 
 // ConsolidationPolicy says which nodes consolidation considers.

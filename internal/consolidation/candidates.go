@@ -1,0 +1,192 @@
+package consolidation
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+
+	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/catalog"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// candidate is a node consolidation may take away.
+type candidate struct {
+	node *corev1.Node
+	// moving are the pods that must find another node; daemons are the
+	// DaemonSet pods, which go with the node (and come with a new one).
+	moving, daemons []*corev1.Pod
+	price           float64
+	capacity        v1alpha1.CapacityType
+	instanceType    string
+	cost            float64 // disruption cost of the moving pods
+}
+
+// drainOptions are the drain's rules consolidation classifies pods by: the
+// termination queue drains with DaemonSets ignored and emptyDir data given
+// up, but a pod no controller would recreate is not deleted for a saving.
+var drainOptions = drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true}
+
+// candidates sorts the pool's nodes into those consolidation may take away
+// and those it may not, with why.
+func (in *Input) candidates(podsOn map[string][]*corev1.Pod) ([]*candidate, []Blocker) {
+	var (
+		out     []*candidate
+		blocked []Blocker
+		d       = in.Pool.DisruptionSpec()
+	)
+	after, on := d.ConsolidateAfterDuration()
+	threshold, hasThreshold := d.UtilizationThresholdPercent()
+	replacements := disruption.Replacements(in.Members)
+	for _, n := range in.Members {
+		block := func(key BlockerKey, until time.Time, format string, args ...any) {
+			blocked = append(blocked, Blocker{Node: n.Name, Reason: key, Message: fmt.Sprintf(format, args...), Until: until})
+		}
+		if !on {
+			block(BlockedDisabled, time.Time{}, "consolidateAfter is Never on NodePool %s", in.Pool.Name)
+			continue
+		}
+		pods := podsOn[n.Name]
+		if p := disruption.Protected(in.Pool, n, pods, in.Now); p != nil {
+			key := BlockedDoNotDisrupt
+			if p.Reason == disruption.ReasonPaused || p.Reason == disruption.ReasonPoolDoNotDisrupt {
+				key = BlockedPaused
+			}
+			block(key, p.Until, "%s", p.Message)
+			continue
+		}
+		if why, out := budget.Disrupting(n, in.Now); out {
+			block(BlockedOutOfService, time.Time{}, "the node is out of service (%s)", why)
+			continue
+		}
+		if replacements[n.Name] {
+			block(BlockedOutOfService, time.Time{}, "the node is a replacement whose old node is still there")
+			continue
+		}
+		since := n.CreationTimestamp.Time
+		if in.LastChurn != nil {
+			if t := in.LastChurn(n.Name); t.After(since) {
+				since = t
+			}
+		}
+		for _, p := range pods {
+			if p.CreationTimestamp.After(since) {
+				since = p.CreationTimestamp.Time
+			}
+		}
+		if until := since.Add(after); in.Now.Before(until) {
+			block(BlockedRecent, until, "the node was created or a pod came or went on it at %s; consolidateAfter is %s",
+				since.UTC().Format(time.RFC3339), after)
+			continue
+		}
+		c := &candidate{node: n, instanceType: n.Labels[provider.LabelInstanceType],
+			capacity: v1alpha1.CapacityType(n.Labels[provider.LabelCapacityType])}
+		if c.capacity == "" {
+			c.capacity = v1alpha1.CapacityOnDemand
+		}
+		if t, ok := catalog.Lookup(c.instanceType); ok {
+			c.price = t.Price(c.capacity)
+		}
+		unmovable := ""
+		for _, p := range pods {
+			switch v := drain.Classify(p, drainOptions, func(string, string) bool { return true }); v.Verdict {
+			case drain.VerdictLeave:
+				c.moving = append(c.moving, p)
+				c.cost += podCost(p)
+			case drain.VerdictSkip:
+				if isDaemon(p) {
+					c.daemons = append(c.daemons, p)
+				}
+			case drain.VerdictRefuse, drain.VerdictHold:
+				if unmovable == "" {
+					unmovable = fmt.Sprintf("pod %s/%s: %s", p.Namespace, p.Name, v.Message)
+				}
+			}
+		}
+		if unmovable != "" {
+			block(BlockedUnmovablePod, time.Time{}, "%s", unmovable)
+			continue
+		}
+		if len(c.moving) > 0 && d.Policy() == v1alpha1.ConsolidateWhenEmpty {
+			block(BlockedNotEmpty, time.Time{}, "%d pod(s) would move, and NodePool %s consolidates only empty nodes (consolidationPolicy WhenEmpty)", len(c.moving), in.Pool.Name)
+			continue
+		}
+		if len(c.moving) > 0 && hasThreshold {
+			if cpu, mem := utilization(n, pods); cpu >= threshold || mem >= threshold {
+				block(BlockedAboveThreshold, time.Time{}, "requests use %d%% of its cpu and %d%% of its memory; utilizationThreshold is %d%%", cpu, mem, threshold)
+				continue
+			}
+		}
+		if pdb := blockingBudget(c.moving, in.PDBs); pdb != nil {
+			block(BlockedPDB, time.Time{}, "PodDisruptionBudget %s/%s allows no disruption now", pdb.Namespace, pdb.Name)
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, blocked
+}
+
+// podCost weighs a pod's eviction: 1, plus up to 1 more for its priority and
+// up to ±1 for its pod-deletion-cost, so a node of a few unimportant pods is
+// disrupted first.
+func podCost(p *corev1.Pod) float64 {
+	cost := 1.0
+	if p.Spec.Priority != nil {
+		cost += math.Max(-1, math.Min(1, float64(*p.Spec.Priority)/1e9))
+	}
+	if v, ok := p.Annotations[corev1.PodDeletionCost]; ok {
+		var dc float64
+		if _, err := fmt.Sscanf(v, "%g", &dc); err == nil {
+			cost += math.Max(-1, math.Min(1, dc/(1<<27)))
+		}
+	}
+	return math.Max(cost, 0.01)
+}
+
+func isDaemon(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// utilization is how much of the node's cpu and memory the pods request, in
+// percent.
+func utilization(n *corev1.Node, pods []*corev1.Pod) (cpu, mem int) {
+	var c, m int64
+	for _, p := range pods {
+		for _, ctr := range p.Spec.Containers {
+			c += ctr.Resources.Requests.Cpu().MilliValue()
+			m += ctr.Resources.Requests.Memory().Value()
+		}
+	}
+	pct := func(used, of int64) int {
+		if of <= 0 {
+			return 100
+		}
+		return int(used * 100 / of)
+	}
+	return pct(c, n.Status.Allocatable.Cpu().MilliValue()), pct(m, n.Status.Allocatable.Memory().Value())
+}
+
+// blockingBudget returns a PodDisruptionBudget of the pods that allows no
+// disruption now. The drain would wait for it; consolidation, which is
+// voluntary, picks another node.
+func blockingBudget(pods []*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) *policyv1.PodDisruptionBudget {
+	for _, p := range pods {
+		for _, b := range drain.BudgetsFor(p, pdbs) {
+			if b.Status.DisruptionsAllowed < 1 {
+				return b
+			}
+		}
+	}
+	return nil
+}
