@@ -71,9 +71,9 @@ type load struct {
 
 // change is one step Snapshot's restore undoes.
 type change struct {
-	node    *nodeState
-	pod     *corev1.Pod // added, or removed when removed is set
-	load    load        // a removed pod's, to put back
+	node     *nodeState
+	pod      *corev1.Pod // added, or removed when removed is set
+	load     load        // a removed pod's, to put back
 	removed  bool
 	cordon   bool // the node was cordoned
 	uncordon bool // the node was uncordoned
