@@ -49,6 +49,7 @@ type controllerFlags struct {
 	providers       []string
 	dryRun          bool
 	registration    time.Duration
+	validation      time.Duration
 }
 
 // The controller's defaults: a node's reconcile is a cache read and one
@@ -103,6 +104,7 @@ func newControllerCommand() *cobra.Command {
 	fs.StringSliceVar(&f.providers, "providers", nil, "machine providers this controller runs for NodePools that name them (kwok: the sandbox's simulated cloud); a pool whose provider is not listed is only reported on")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report (NodePool status, WouldAct and WouldReplace Events, logs) what would be done about maintenance events, drift, expiry and deleted nodes, and change no node or machine")
 	fs.DurationVar(&f.registration, "registration-timeout", 10*time.Minute, "how long a replacement machine may take to become a Ready node before it is given up and deleted (the old node stays in service)")
+	fs.DurationVar(&f.validation, "consolidation-validation-delay", 15*time.Second, "how long a consolidation decision waits before a second pass must make it again for it to be carried out (the cluster may have moved)")
 	fs.StringVar(&f.podNamespace, "pod-namespace", envOr("POD_NAMESPACE", ""), "namespace of the controller's own pod, evicted last when it runs on a node it drains (env POD_NAMESPACE)")
 	return cmd
 }
@@ -159,6 +161,9 @@ func (f *controllerFlags) validatePools() []error {
 	if f.registration <= 0 {
 		errs = append(errs, fmt.Errorf("--registration-timeout %s: must be positive", f.registration))
 	}
+	if f.validation <= 0 {
+		errs = append(errs, fmt.Errorf("--consolidation-validation-delay %s: must be positive, such as 15s", f.validation))
+	}
 	return errs
 }
 
@@ -198,7 +203,8 @@ func runController(ctx context.Context, f *controllerFlags) error {
 		Clock:          clk,
 		DryRun:         f.dryRun,
 
-		RegistrationTimeout: f.registration,
+		RegistrationTimeout:          f.registration,
+		ConsolidationValidationDelay: f.validation,
 	}
 	if f.webhookURL != "" {
 		body, err := readTemplate(f.webhookTemplate)

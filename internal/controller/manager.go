@@ -86,6 +86,9 @@ type Options struct {
 	// RegistrationTimeout bounds how long a replacement may take to become
 	// a Ready node.
 	RegistrationTimeout time.Duration
+	// ConsolidationValidationDelay is how long a consolidation decision
+	// waits for a second pass to confirm it; default 15 s.
+	ConsolidationValidationDelay time.Duration
 
 	Webhook *maintenance.Webhook
 	Log     *slog.Logger
@@ -182,8 +185,17 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		if machines == nil {
 			machines = noMachines{}
 		}
+		churn := nodepool.NewChurn(opts.Clock)
+		podInformer, err := sharedIndexInformer(context.Background(), mgr, &corev1.Pod{})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := podInformer.AddEventHandler(churn.Handler()); err != nil {
+			return nil, fmt.Errorf("watching pods leave nodes: %w", err)
+		}
 		pc := nodepool.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, machines, nodepool.Options{
-			DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn,
+			DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn, LastChurn: churn.Last,
+			ValidationDelay: opts.ConsolidationValidationDelay,
 			Recorder: recorder, Metrics: nodepool.NewMetrics(opts.Registry), Log: opts.Log.With("component", "nodepool"),
 		})
 		if err := pc.SetupWithManager(mgr, 1); err != nil {

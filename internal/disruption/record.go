@@ -22,6 +22,10 @@ const (
 	// PhaseTerminating: the node is being deleted: drained under its pods'
 	// budgets, then its machine deleted.
 	PhaseTerminating Phase = "Terminating"
+	// PhaseRemoving: consolidation takes the node away without a
+	// replacement (its pods fit on the nodes that stay); it counts against
+	// the budget, and is deleted next.
+	PhaseRemoving Phase = "Removing"
 )
 
 // ReasonDeleted is the record's reason for a node someone deleted: budgets
@@ -36,6 +40,9 @@ type Record struct {
 	Phase       Phase                     `json:"phase"`
 	Since       time.Time                 `json:"since"`
 	Replacement string                    `json:"replacement,omitempty"`
+	// InstanceType is the replacement's type when the record chose one
+	// (consolidation, for a cheaper node); empty means the template's.
+	InstanceType string `json:"instanceType,omitempty"`
 	// LaunchedAt is when the provider accepted the replacement.
 	LaunchedAt *time.Time `json:"launchedAt,omitempty"`
 	Message    string     `json:"message,omitempty"`

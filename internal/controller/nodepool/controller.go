@@ -56,10 +56,19 @@ type Options struct {
 	// left in service); default 10 m.
 	RegistrationTimeout time.Duration
 	// PodsOn lists the pods on a node (the shared cache's index).
-	PodsOn   func(node string) ([]*corev1.Pod, error)
-	Recorder record.EventRecorder
-	Metrics  *Metrics
-	Log      *slog.Logger
+	PodsOn func(node string) ([]*corev1.Pod, error)
+	// LastChurn is when a pod last left a node (Churn.Last); nil counts
+	// only arrivals.
+	LastChurn func(node string) time.Time
+	// ValidationDelay is how long a consolidation decision waits before a
+	// second pass must make it again for it to be carried out; default 15 s.
+	ValidationDelay time.Duration
+	// PassInterval is the least time between two consolidation passes of a
+	// pool; default 10 s.
+	PassInterval time.Duration
+	Recorder     record.EventRecorder
+	Metrics      *Metrics
+	Log          *slog.Logger
 }
 
 // Controller reconciles NodePools.
@@ -80,6 +89,10 @@ type Controller struct {
 	// its cache shows the mark: a pass that read the cache before the write
 	// arrived would otherwise count them as in service and choose more.
 	marked map[string]time.Time
+	// pending holds each pool's consolidation decision until its second
+	// look; lastPass when each pool was last looked at.
+	pending  map[string]*decision
+	lastPass map[string]time.Time
 }
 
 // markWait bounds how long a mark the cache does not show yet is trusted.
@@ -99,10 +112,17 @@ func NewController(kube client.Client, live client.Reader, clk clock.Clock, mach
 	if opts.RegistrationTimeout <= 0 {
 		opts.RegistrationTimeout = 10 * time.Minute
 	}
+	if opts.ValidationDelay <= 0 {
+		opts.ValidationDelay = DefaultValidationDelay
+	}
+	if opts.PassInterval <= 0 {
+		opts.PassInterval = DefaultPassInterval
+	}
 	if opts.PodsOn == nil {
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
-	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{}}
+	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{},
+		pending: map[string]*decision{}, lastPass: map[string]time.Time{}}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as
@@ -200,6 +220,11 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err != nil {
 			next = sooner(next, 5*time.Second)
 		}
+		wait, err = c.consolidate(ctx, pool, v, now)
+		if err != nil {
+			c.opts.Log.Error("consolidating", "nodepool", pool.Name, "err", err)
+		}
+		next = sooner(next, wait)
 		// What replace wrote changes the counts: the node events it causes
 		// queue the pool again, and the status follows then.
 	}

@@ -19,6 +19,11 @@ type Metrics struct {
 	Decisions          *prometheus.CounterVec
 	ProviderErrors     *prometheus.CounterVec
 	ReplacementSeconds prometheus.Histogram
+	// Consolidation counts decisions by outcome: decided, acted, dropped
+	// (the cluster moved before revalidation), failed.
+	Consolidation *prometheus.CounterVec
+	// ConsolidationSeconds is how long one pass took to decide.
+	ConsolidationSeconds prometheus.Histogram
 }
 
 // NewMetrics registers the metrics with reg.
@@ -37,8 +42,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ReplacementSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_provider_replacement_ready_seconds",
 			Help:    "From asking the provider for a replacement machine to its node being Ready.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+		Consolidation: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_consolidation_decisions_total",
+			Help: "Consolidation commands by pool, kind (Empty, MultiNode, SingleNode) and outcome (decided, acted, dropped, failed)."}, []string{"pool", "kind", "outcome"}),
+		ConsolidationSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_consolidation_pass_seconds",
+			Help:    "How long one consolidation pass over a pool took to decide.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 	}
-	reg.MustRegister(m.Ready, m.Drifted, m.Allowed, m.Decisions, m.ProviderErrors, m.ReplacementSeconds)
+	reg.MustRegister(m.Ready, m.Drifted, m.Allowed, m.Decisions, m.ProviderErrors, m.ReplacementSeconds, m.Consolidation, m.ConsolidationSeconds)
 	return m
 }
 
@@ -54,6 +64,18 @@ func (m *Metrics) observe(pool *v1alpha1.NodePool, st *v1alpha1.NodePoolStatus) 
 	m.Drifted.WithLabelValues(pool.Name).Set(float64(st.Drifted))
 	for _, a := range st.Allowed {
 		m.Allowed.WithLabelValues(pool.Name, string(a.Reason)).Set(float64(a.Nodes))
+	}
+}
+
+func (m *Metrics) consolidation(pool, kind, outcome string) {
+	if m != nil {
+		m.Consolidation.WithLabelValues(pool, kind, outcome).Inc()
+	}
+}
+
+func (m *Metrics) pass(d time.Duration) {
+	if m != nil {
+		m.ConsolidationSeconds.Observe(d.Seconds())
 	}
 }
 

@@ -126,7 +126,7 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		pending int
 		errs    []error
 	)
-	names := map[string]bool{}
+	names, asked := map[string]bool{}, map[string]bool{}
 	for _, n := range v.nodes {
 		names[n.Name] = true
 	}
@@ -138,11 +138,21 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 			errs = append(errs, err)
 			continue
 		}
+		if rec != nil && rec.Phase == disruption.PhaseRemoving && !c.opts.DryRun {
+			if err := c.remove(ctx, n); err != nil {
+				errs = append(errs, err)
+			}
+			wait = launchingRecheck
+			continue
+		}
 		if rec == nil || rec.Phase != disruption.PhaseLaunching {
 			continue
 		}
 		if rec.Replacement == "" || !names[rec.Replacement] {
-			pending++
+			if !asked[rec.Replacement] || rec.Replacement == "" {
+				pending++
+			}
+			asked[rec.Replacement] = true // one consolidation may name one replacement on several nodes
 		}
 		if err := c.advance(ctx, pool, n, rec, now); err != nil {
 			errs = append(errs, err)
@@ -188,6 +198,12 @@ func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand d
 // launch asks the provider for the replacement the node's record names. A
 // refusal gives the node back to service at once.
 func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec disruption.Record, now time.Time) error {
+	if rec.InstanceType != "" && pool.Spec.Template != nil {
+		// Consolidation chose a cheaper type of the template's: the
+		// provider is asked for that one alone.
+		pool = pool.DeepCopy()
+		pool.Spec.Template.InstanceTypes = []string{rec.InstanceType}
+	}
 	m, err := c.machines.CreateMachine(ctx, pool, rec.Replacement)
 	if err != nil {
 		c.refused(pool.Name, err, now)

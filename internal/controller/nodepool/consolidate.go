@@ -1,0 +1,234 @@
+package nodepool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/internal/consolidation"
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// Defaults of the consolidation options.
+const (
+	DefaultValidationDelay = 15 * time.Second
+	DefaultPassInterval    = 10 * time.Second
+)
+
+// decision is a command waiting for its revalidation.
+type decision struct {
+	cmd *consolidation.Command
+	key string
+	at  time.Time
+}
+
+// consolidate runs a consolidation pass over the pool when one is due, and
+// carries out a command that a second pass, validationDelay later, made
+// again. It returns how long until it wants to look again.
+func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v *view, now time.Time) (time.Duration, error) {
+	if why := c.consolidationOff(pool, v, now); why != "" {
+		c.drop(pool.Name, why)
+		return 0, nil
+	}
+	c.mu.Lock()
+	pending, last := c.pending[pool.Name], c.lastPass[pool.Name]
+	c.mu.Unlock()
+	due := last.Add(c.opts.PassInterval)
+	if pending != nil {
+		due = pending.at.Add(c.opts.ValidationDelay)
+	}
+	if now.Before(due) {
+		return due.Sub(now), nil
+	}
+	in, err := c.consolidationInput(ctx, pool, v, now)
+	if err != nil {
+		return c.opts.PassInterval, err
+	}
+	start := c.clock.Now()
+	plan := consolidation.Decide(in)
+	c.opts.Metrics.pass(c.clock.Since(start))
+	c.mu.Lock()
+	c.lastPass[pool.Name] = now
+	c.mu.Unlock()
+	cmd := plan.Command
+	switch {
+	case cmd == nil:
+		c.drop(pool.Name, "a second look found nothing to consolidate")
+		return c.opts.PassInterval, nil
+	case pending == nil || pending.key != cmd.Key():
+		if pending != nil {
+			c.drop(pool.Name, "the cluster moved: a second look decided "+cmd.String())
+		}
+		c.mu.Lock()
+		c.pending[pool.Name] = &decision{cmd: cmd, key: cmd.Key(), at: now}
+		c.mu.Unlock()
+		c.opts.Metrics.consolidation(pool.Name, string(cmd.Kind), "decided")
+		c.opts.Log.Info("consolidation decided; acting once it still holds", "nodepool", pool.Name, "after", c.opts.ValidationDelay, "command", cmd.String())
+		return c.opts.ValidationDelay, nil
+	}
+	c.mu.Lock()
+	delete(c.pending, pool.Name)
+	c.mu.Unlock()
+	if c.opts.DryRun {
+		c.event(pool, corev1.EventTypeNormal, "WouldConsolidate", "sluice (dry run): would carry out "+cmd.String())
+		return c.opts.PassInterval, nil
+	}
+	if err := c.act(ctx, pool, v, cmd, now); err != nil {
+		c.opts.Metrics.consolidation(pool.Name, string(cmd.Kind), "failed")
+		return c.opts.PassInterval, err
+	}
+	c.opts.Metrics.consolidation(pool.Name, string(cmd.Kind), "acted")
+	return launchingRecheck, nil
+}
+
+// consolidationOff says why the pool is not consolidated now, "" when it
+// may be: sluice must run its provider, the pool must not be paused, backing
+// off a refusal, or busy with a replacement, and drift and expiry go first.
+func (c *Controller) consolidationOff(pool *v1alpha1.NodePool, v *view, now time.Time) string {
+	if !pool.Spec.Provider.Manages() || !c.machines.Serves(pool.Spec.Provider.Name) {
+		return "no provider sluice runs"
+	}
+	if _, on := pool.DisruptionSpec().ConsolidateAfterDuration(); !on {
+		return "consolidateAfter is Never"
+	}
+	if why := pausedBy(pool); why != "" {
+		return "paused by " + why
+	}
+	if _, refused := c.backingOff(pool.Name, now); refused {
+		return "the provider refused a machine; backing off"
+	}
+	if len(v.candidates) > 0 {
+		return "drifted or expired nodes are replaced first"
+	}
+	for _, n := range v.nodes {
+		if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked || !n.DeletionTimestamp.IsZero() {
+			return "a disruption is under way"
+		}
+	}
+	if len(v.unseen) > 0 {
+		return "a disruption is under way"
+	}
+	return ""
+}
+
+// drop forgets the pool's pending decision, saying why.
+func (c *Controller) drop(pool, why string) {
+	c.mu.Lock()
+	d := c.pending[pool]
+	delete(c.pending, pool)
+	c.mu.Unlock()
+	if d == nil {
+		return
+	}
+	c.opts.Metrics.consolidation(pool, string(d.cmd.Kind), "dropped")
+	c.opts.Log.Info("consolidation decision dropped", "nodepool", pool, "command", d.cmd.String(), "why", why)
+}
+
+// consolidationInput gathers what a pass reads, from the cache.
+func (c *Controller) consolidationInput(ctx context.Context, pool *v1alpha1.NodePool, v *view, now time.Time) (consolidation.Input, error) {
+	var nodes corev1.NodeList
+	if err := c.kube.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return consolidation.Input{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	var pods corev1.PodList
+	if err := c.kube.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return consolidation.Input{}, fmt.Errorf("listing pods: %w", err)
+	}
+	var pdbs policyv1.PodDisruptionBudgetList
+	if err := c.kube.List(ctx, &pdbs, client.UnsafeDisableDeepCopy); err != nil {
+		return consolidation.Input{}, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+	}
+	in := consolidation.Input{Pool: pool, Members: v.nodes, Now: now, LastChurn: c.opts.LastChurn,
+		Allowed: map[v1alpha1.DisruptionReason]int{}}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName != "" {
+			in.Pods = append(in.Pods, &pods.Items[i])
+		}
+	}
+	for i := range pdbs.Items {
+		in.PDBs = append(in.PDBs, &pdbs.Items[i])
+	}
+	for _, r := range []v1alpha1.DisruptionReason{v1alpha1.ReasonEmpty, v1alpha1.ReasonUnderutilized} {
+		a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), v.size, v.disrupting, r, now)
+		if err != nil {
+			return consolidation.Input{}, err
+		}
+		in.Allowed[r] = a.Nodes
+	}
+	return in, nil
+}
+
+// act carries out a command through the nodes' records: each node is marked
+// (it counts against the budget from then on), then deleted at once when
+// nothing replaces it, or once the replacement, asked for by name, is Ready.
+func (c *Controller) act(ctx context.Context, pool *v1alpha1.NodePool, v *view, cmd *consolidation.Command, now time.Time) error {
+	byName := map[string]*corev1.Node{}
+	for _, n := range v.nodes {
+		byName[n.Name] = n
+	}
+	rec := disruption.Record{Reason: cmd.Reason, Phase: disruption.PhaseRemoving, Since: now, Message: cmd.String()}
+	if cmd.Replacement != nil {
+		at := now
+		rec.Phase, rec.Replacement, rec.InstanceType, rec.LaunchedAt = disruption.PhaseLaunching, provider.NewName(pool.Name), cmd.Replacement.InstanceType, &at
+	}
+	var marked []*corev1.Node
+	for _, name := range cmd.Nodes {
+		n := byName[name]
+		if n == nil {
+			break // gone since the pass: the rest of the command still holds without it
+		}
+		if err := c.markNode(ctx, n, rec); err != nil {
+			if !errors.Is(err, errMarked) && kube.MayHaveApplied(err) {
+				c.mark(n.Name, now)
+			}
+			if len(marked) == 0 {
+				return err
+			}
+			c.opts.Log.Error("marking a node for consolidation; carrying out the command without it", "node", name, "nodepool", pool.Name, "err", err)
+			break
+		}
+		c.mark(n.Name, now)
+		c.opts.Metrics.decided(pool.Name, cmd.Reason)
+		c.event(n, corev1.EventTypeNormal, "Consolidating", "sluice: "+cmd.String())
+		marked = append(marked, n)
+	}
+	c.event(pool, corev1.EventTypeNormal, "Consolidating", "sluice: "+cmd.String())
+	c.opts.Log.Info("consolidating", "nodepool", pool.Name, "command", cmd.String())
+	if cmd.Replacement != nil {
+		return c.launch(ctx, pool, marked[0], rec, now)
+	}
+	var errs []error
+	for _, n := range marked {
+		errs = append(errs, c.remove(ctx, n))
+	}
+	return errors.Join(errs...)
+}
+
+// remove deletes a node consolidation took away without a replacement; the
+// deletion controller drains it and deletes its machine. Until that
+// controller has put its finalizer on the node a delete would not drain it:
+// the node waits (advanceAll tries again).
+func (c *Controller) remove(ctx context.Context, n *corev1.Node) error {
+	if !slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination) || !n.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	uid := n.UID
+	if err := c.kube.Delete(ctx, n, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting consolidated node %s: %w", n.Name, err)
+	}
+	return nil
+}
