@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/consolidation"
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
 	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/disruption"
@@ -114,6 +116,14 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 		in.Maintenance = &disruption.Maintenance{Event: event, Phase: string(phase)}
 	}
 	e := disruption.Explain(in)
+	var consolidated *nodeConsolidation
+	if pool != nil {
+		cl, err := readCluster(ctx, kc)
+		if err != nil {
+			return err
+		}
+		consolidated = consolidationOf(cl.plan(pool, all, now), name)
+	}
 	if forErr != nil {
 		// Several pools select the node, or a pool's selector cannot be
 		// read: the node follows the pool For chose, and the user should
@@ -123,15 +133,56 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 	if format == outputJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(e)
+		return enc.Encode(struct {
+			disruption.Explanation
+			Consolidation *nodeConsolidation `json:"consolidation,omitempty"`
+		}{e, consolidated})
 	}
-	writeExplanation(out, e, now)
+	writeExplanation(out, e, consolidated, now)
 	return nil
+}
+
+// nodeConsolidation is what a consolidation pass over the node's pool makes
+// of the node.
+type nodeConsolidation struct {
+	// InPlan: the pass's command takes the node away.
+	InPlan  bool                   `json:"inPlan"`
+	Command string                 `json:"command,omitempty"`
+	Blocker *consolidation.Blocker `json:"blocker,omitempty"`
+}
+
+func consolidationOf(p *consolidation.Plan, node string) *nodeConsolidation {
+	out := &nodeConsolidation{}
+	if c := p.Command; c != nil {
+		out.Command = c.String()
+		out.InPlan = slices.Contains(c.Nodes, node)
+	}
+	if b, ok := p.Blocker(node); ok {
+		out.Blocker = &b
+	}
+	return out
+}
+
+// consolidationLine says what consolidation makes of the node.
+func (c *nodeConsolidation) line(now time.Time) string {
+	switch {
+	case c.InPlan:
+		return "in the plan: " + c.Command
+	case c.Blocker != nil:
+		msg := fmt.Sprintf("not consolidated (%s): %s", c.Blocker.Reason, c.Blocker.Message)
+		if !c.Blocker.Until.IsZero() {
+			msg += " (until " + timeAndDistance(c.Blocker.Until, now) + ")"
+		}
+		return msg
+	case c.Command != "":
+		return "a candidate; another consolidation goes first: " + c.Command
+	}
+	return "a candidate; nothing to gain now"
 }
 
 // writeExplanation prints the facts as kubectl describe does, then the
 // verdict.
-func writeExplanation(out io.Writer, e disruption.Explanation, now time.Time) {
+func writeExplanation(out io.Writer, e disruption.Explanation, c *nodeConsolidation, now time.Time) {
 	tw := tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
 	row := func(key, format string, args ...any) { fmt.Fprintf(tw, "%s:\t%s\n", key, fmt.Sprintf(format, args...)) }
 	more := func(format string, args ...any) { fmt.Fprintf(tw, "\t%s\n", fmt.Sprintf(format, args...)) }
@@ -173,6 +224,9 @@ func writeExplanation(out io.Writer, e disruption.Explanation, now time.Time) {
 	}
 	if b := e.Budget; b != nil {
 		writeExplainBudget(row, more, b, e.OlderCandidates, now)
+	}
+	if c != nil {
+		row("Consolidation", "%s", c.line(now))
 	}
 	list("Notes", e.Notes)
 	_ = tw.Flush()

@@ -181,7 +181,7 @@ func benchPool(name string, budgetPct int, boot time.Duration) *v1alpha1.NodePoo
 			NodeSelector: metav1.LabelSelector{MatchLabels: labels},
 			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok, Kwok: &v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{Duration: boot}}},
 			Template:     &v1alpha1.NodeTemplate{Labels: labels, InstanceTypes: []string{"Standard_D4s_v5"}, Image: "img-1"},
-			Disruption:   &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: fmt.Sprintf("%d%%", budgetPct)}}},
+			Disruption:   &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: fmt.Sprintf("%d%%", budgetPct)}}, ConsolidateAfter: v1alpha1.Never},
 		},
 	}
 }

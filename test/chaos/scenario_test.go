@@ -156,6 +156,7 @@ func setScene(t *testing.T, env *sandboxtest.Env) *scene {
 	s := newPoolScene(t, env, "chaos", poolSize, 5*time.Second, &v1alpha1.DisruptionSpec{
 		Budgets:                []v1alpha1.Budget{{Nodes: "2"}},
 		TerminationGracePeriod: &metav1.Duration{Duration: 3 * time.Minute},
+		ConsolidateAfter:       v1alpha1.Never, // the scene's small workload would shrink the pool
 	})
 	for _, n := range env.CreateNodes(t, fixture.AKSPool(s.name+"m", maintNodes, fixture.WithLabels(s.maintLabels))) {
 		s.maint = append(s.maint, n.Name)

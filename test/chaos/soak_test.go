@@ -125,6 +125,7 @@ func setSoak(t *testing.T, env *sandboxtest.Env, expireAfter time.Duration) *sce
 		ExpireAfter:            expireAfter.String(),
 		Budgets:                []v1alpha1.Budget{{Nodes: "10%"}},
 		TerminationGracePeriod: &metav1.Duration{Duration: 5 * time.Minute},
+		ConsolidateAfter:       v1alpha1.Never,
 	})
 	for _, n := range env.CreateNodes(t, fixture.AKSPool(s.name+"m", soakMaintNodes, fixture.WithLabels(s.maintLabels))) {
 		s.maint = append(s.maint, n.Name)

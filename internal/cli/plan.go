@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/internal/consolidation"
+	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+func newPlanCommand() *cobra.Command {
+	var client kube.ClientFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "plan consolidation [POOL...]",
+		Short: "Print the consolidation sluice would carry out now, and why the other nodes stay",
+		Long: `Plan runs the controller's own consolidation pass against the cluster as it is now and prints,
+per NodePool, the command it would carry out (nodes deleted or replaced, the new node's type, cost
+per hour before and after, the pods that move and where), then each node it would leave alone and
+why (budget, PodDisruptionBudget, do-not-disrupt, recently changed, no cheaper fit, savings below
+minSavings...). It changes nothing and needs no controller running. The controller acts on a plan
+only when a second pass, --consolidation-validation-delay later, makes the same one.
+
+Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
+		Example: `  sluice plan consolidation
+  sluice plan consolidation batch -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
+			if len(args) == 0 || args[0] != "consolidation" {
+				return errors.New("sluice plans consolidation: `sluice plan consolidation [POOL...]`")
+			}
+			kc, dyn, err := poolClients(client)
+			if err != nil {
+				return err
+			}
+			return runPlan(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args[1:], format, clock.RealClock{}.Now())
+		},
+	}
+	client.AddFlags(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	return cmd
+}
+
+func runPlan(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, names []string, format outputFormat, now time.Time) error {
+	all, installed, err := listPools(ctx, dyn)
+	if err != nil {
+		return err
+	}
+	chosen, err := choosePools(all, names, installed)
+	if err != nil {
+		return err
+	}
+	cl, err := readCluster(ctx, kc)
+	if err != nil {
+		return err
+	}
+	plans := make([]*consolidation.Plan, 0, len(chosen))
+	for _, p := range chosen {
+		plans = append(plans, cl.plan(p, all, now))
+	}
+	if format == outputJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(plans)
+	}
+	for i, p := range plans {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		writePlan(out, p, now)
+	}
+	return nil
+}
+
+// snapshot is what a consolidation pass reads, listed once for every pool.
+type snapshot struct {
+	in consolidation.Input
+}
+
+func readCluster(ctx context.Context, kc kubernetes.Interface) (*snapshot, error) {
+	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	pods, err := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	pdbs, err := kc.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+	}
+	c := &snapshot{}
+	for i := range nodes.Items {
+		c.in.Nodes = append(c.in.Nodes, &nodes.Items[i])
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Spec.NodeName != "" {
+			c.in.Pods = append(c.in.Pods, &pods.Items[i])
+		}
+	}
+	for i := range pdbs.Items {
+		c.in.PDBs = append(c.in.PDBs, &pdbs.Items[i])
+	}
+	return c, nil
+}
+
+// plan runs the pass for one pool, with its budgets as the controller
+// counts them. Pod departures are not known here (the controller watches
+// them), so a node a pod just left may be planned that the controller
+// holds back for consolidateAfter.
+func (c *snapshot) plan(pool *v1alpha1.NodePool, all []v1alpha1.NodePool, now time.Time) *consolidation.Plan {
+	in := c.in
+	nodes := make([]corev1.Node, len(in.Nodes))
+	for i, n := range in.Nodes {
+		nodes[i] = *n
+	}
+	in.Pool, in.Members, in.Now = pool, poolctrl.Members(pool, nodes, all), now
+	replacements := disruption.Replacements(in.Members)
+	size := len(in.Members)
+	for _, n := range in.Members {
+		if replacements[n.Name] {
+			size--
+		}
+	}
+	disrupting := budget.Count(in.Members, replacements, now)
+	in.Allowed = map[v1alpha1.DisruptionReason]int{}
+	for _, r := range []v1alpha1.DisruptionReason{v1alpha1.ReasonEmpty, v1alpha1.ReasonUnderutilized} {
+		if a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), size, disrupting, r, now); err == nil {
+			in.Allowed[r] = a.Nodes
+		}
+	}
+	plan := consolidation.Decide(in)
+	if !pool.Spec.Provider.Manages() && plan.Command != nil {
+		plan.Blocked = append(plan.Blocked, consolidation.Blocker{Reason: consolidation.BlockedDisabled,
+			Message: fmt.Sprintf("NodePool %s has no provider sluice runs: this is what it would do, and it does nothing", pool.Name)})
+	}
+	return plan
+}
+
+// writePlan prints one pool's plan.
+func writePlan(out io.Writer, p *consolidation.Plan, now time.Time) {
+	fmt.Fprintf(out, "NodePool %s: %d nodes, $%.4f/h\n", p.Pool, p.Nodes, p.CostPerHour)
+	if c := p.Command; c != nil {
+		fmt.Fprintf(out, "Would do: %s\n", c)
+		fmt.Fprintf(out, "  cost of the nodes taken away $%.4f/h, of the new node $%.4f/h; the pool after: $%.4f/h\n",
+			c.CostBefore, c.CostAfter, p.CostPerHour-c.Savings())
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		if len(c.Moves) > 0 {
+			fmt.Fprintln(tw, "  POD\tFROM\tTO")
+		}
+		for i, m := range c.Moves {
+			if i == 20 {
+				fmt.Fprintf(tw, "  ... and %d more\t\t\n", len(c.Moves)-20)
+				break
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.Pod, m.From, m.To)
+		}
+		_ = tw.Flush()
+	} else {
+		fmt.Fprintln(out, "Would do: nothing")
+	}
+	if len(p.Blocked) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "Left alone:")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, b := range p.Blocked {
+		msg := b.Message
+		if !b.Until.IsZero() {
+			msg += " (until " + timeAndDistance(b.Until, now) + ")"
+		}
+		node := b.Node
+		if node == "" {
+			node = "(pool)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", node, b.Reason, strings.ReplaceAll(msg, "\n", " "))
+	}
+	_ = tw.Flush()
+}
