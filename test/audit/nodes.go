@@ -137,7 +137,9 @@ func (a *Auditor) replacementNamed(node string, oldRec *record, replacement stri
 		}
 	}
 	if other := a.replacementOf[replacement]; other != "" && other != node {
-		if o := a.nodes[other]; o != nil && o.goneRV == 0 {
+		// One consolidation may replace several underutilized nodes with
+		// one cheaper node: every record naming it says Underutilized.
+		if o := a.nodes[other]; o != nil && o.goneRV == 0 && !(underutilized(o.record) && underutilized(a.recordOf(node))) {
 			a.violate(OneReplacement, "nodes %s and %s both name %s as their replacement", other, node, replacement)
 			return
 		}
@@ -264,4 +266,14 @@ func (a *Auditor) nodeGone(n *corev1.Node) {
 			a.violate(MachineAfterPods, "node %s went while pods were still on it: %s", name, strings.Join(left[:min(5, len(left))], ", "))
 		}
 	})
+}
+
+func underutilized(r *record) bool { return r != nil && r.Reason == "Underutilized" }
+
+// recordOf is the node's record as last seen.
+func (a *Auditor) recordOf(node string) *record {
+	if st := a.nodes[node]; st != nil {
+		return st.record
+	}
+	return nil
 }
