@@ -26,6 +26,7 @@ type candidate struct {
 	capacity        v1alpha1.CapacityType
 	instanceType    string
 	cost            float64 // disruption cost of the moving pods
+	used            int     // the larger of its cpu and memory requests, in percent of allocatable
 }
 
 // drainOptions are the drain's rules consolidation classifies pods by: the
@@ -109,6 +110,8 @@ func (in *Input) candidates(podsOn map[string][]*corev1.Pod) ([]*candidate, []Bl
 				}
 			}
 		}
+		cpu, mem := utilization(n, pods)
+		c.used = max(cpu, mem)
 		if unmovable != "" {
 			block(BlockedUnmovablePod, time.Time{}, "%s", unmovable)
 			continue
@@ -118,7 +121,7 @@ func (in *Input) candidates(podsOn map[string][]*corev1.Pod) ([]*candidate, []Bl
 			continue
 		}
 		if len(c.moving) > 0 && hasThreshold {
-			if cpu, mem := utilization(n, pods); cpu >= threshold || mem >= threshold {
+			if cpu >= threshold || mem >= threshold {
 				block(BlockedAboveThreshold, time.Time{}, "requests use %d%% of its cpu and %d%% of its memory; utilizationThreshold is %d%%", cpu, mem, threshold)
 				continue
 			}

@@ -103,9 +103,10 @@ func Decide(in Input) *Plan {
 		}
 		return plan
 	}
-	// Cheapest to disrupt per dollar it costs first.
+	// Cheapest to disrupt per dollar it costs first; of those alike, the
+	// emptiest.
 	slices.SortStableFunc(under, func(a, b *candidate) int {
-		return cmp.Or(cmp.Compare(a.cost/max(a.price, 1e-6), b.cost/max(b.price, 1e-6)), cmp.Compare(a.node.Name, b.node.Name))
+		return cmp.Or(cmp.Compare(a.cost/max(a.price, 1e-6), b.cost/max(b.price, 1e-6)), cmp.Compare(a.used, b.used), cmp.Compare(a.node.Name, b.node.Name))
 	})
 	s := in.newSim(podsOn)
 	multi := s.multi(under, min(room, MaxMultiNode, len(under)))
