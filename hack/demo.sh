@@ -77,10 +77,29 @@ run kubectl get nodes -l kubernetes.azure.com/agentpool=batch
 run kubectl get pods -n shop -l app=batch -o wide
 
 echo
+echo "# Consolidation. The batch workload shrinks from 8 replicas to 3: they fit on one node. With"
+echo "# consolidateAfter set, sluice proves with its placement simulation where every pod would go, waits"
+echo "# 15 s and checks again, then takes the spare nodes away within the budget (drained under the PDB)."
+run kubectl scale deployment batch -n shop --replicas 3
+step "kubectl patch nodepool batch --type merge -p '{\"spec\":{\"disruption\":{\"consolidateAfter\":\"10s\"}}}'"
+kubectl patch nodepool batch --type merge -p '{"spec":{"disruption":{"consolidateAfter":"10s"}}}' || true
+sleep 12
+run $sluice plan consolidation batch
+step "# watching the pool shrink (every 3 s, until one node is left)"
+for _ in $(seq 60); do
+  n="$(kubectl get nodes -l kubernetes.azure.com/agentpool=batch --no-headers 2>/dev/null | wc -l)"
+  printf '%s  %s node(s)\n' "$(date +%T)" "$n"
+  [ "$n" -le 1 ] && break
+  sleep 3
+done
+run $sluice plan consolidation batch
+run kubectl get pods -n shop -l app=batch -o wide
+
+echo
 echo "# The controller's Prometheus metrics."
 metrics="$($sluice sandbox status -o json | sed -n 's/.*"metricsAddress": "\(.*\)".*/\1/p')"
-step "curl -s http://$metrics/metrics | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted)'"
-curl -s "http://$metrics/metrics" | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted)' | grep -v '_bucket' || true
+step "curl -s http://$metrics/metrics | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted|consolidation)'"
+curl -s "http://$metrics/metrics" | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted|consolidation)' | grep -v '_bucket' || true
 
 echo
 echo "# sluice drain is the same engine, run by a person. Before draining: what will make it hang, lose data or run out of time?"

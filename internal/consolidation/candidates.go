@@ -11,7 +11,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/provider"
-	"github.com/sluice-dev/sluice/internal/provider/catalog"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
@@ -38,101 +37,113 @@ var drainOptions = drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: tru
 // and those it may not, with why.
 func (in *Input) candidates(podsOn map[string][]*corev1.Pod) ([]*candidate, []Blocker) {
 	var (
-		out     []*candidate
-		blocked []Blocker
-		d       = in.Pool.DisruptionSpec()
+		out          []*candidate
+		blocked      []Blocker
+		replacements = disruption.Replacements(in.Members)
 	)
-	after, on := d.ConsolidateAfterDuration()
-	threshold, hasThreshold := d.UtilizationThresholdPercent()
-	replacements := disruption.Replacements(in.Members)
 	for _, n := range in.Members {
-		block := func(key BlockerKey, until time.Time, format string, args ...any) {
-			blocked = append(blocked, Blocker{Node: n.Name, Reason: key, Message: fmt.Sprintf(format, args...), Until: until})
-		}
-		if !on {
-			block(BlockedDisabled, time.Time{}, "consolidateAfter is Never on NodePool %s", in.Pool.Name)
-			continue
-		}
 		pods := podsOn[n.Name]
-		if p := disruption.Protected(in.Pool, n, pods, in.Now); p != nil {
-			key := BlockedDoNotDisrupt
-			if p.Reason == disruption.ReasonPaused || p.Reason == disruption.ReasonPoolDoNotDisrupt {
-				key = BlockedPaused
-			}
-			block(key, p.Until, "%s", p.Message)
-			continue
+		b := in.unavailable(n, pods, replacements)
+		var c *candidate
+		if b == nil {
+			c, b = in.weigh(n, pods)
 		}
-		if why, out := budget.Disrupting(n, in.Now); out {
-			block(BlockedOutOfService, time.Time{}, "the node is out of service (%s)", why)
-			continue
-		}
-		if replacements[n.Name] {
-			block(BlockedOutOfService, time.Time{}, "the node is a replacement whose old node is still there")
-			continue
-		}
-		since := n.CreationTimestamp.Time
-		if in.LastChurn != nil {
-			if t := in.LastChurn(n.Name); t.After(since) {
-				since = t
-			}
-		}
-		for _, p := range pods {
-			if p.CreationTimestamp.After(since) {
-				since = p.CreationTimestamp.Time
-			}
-		}
-		if until := since.Add(after); in.Now.Before(until) {
-			block(BlockedRecent, until, "the node was created or a pod came or went on it at %s; consolidateAfter is %s",
-				since.UTC().Format(time.RFC3339), after)
-			continue
-		}
-		c := &candidate{node: n, instanceType: n.Labels[provider.LabelInstanceType],
-			capacity: v1alpha1.CapacityType(n.Labels[provider.LabelCapacityType])}
-		if c.capacity == "" {
-			c.capacity = v1alpha1.CapacityOnDemand
-		}
-		if t, ok := catalog.Lookup(c.instanceType); ok {
-			c.price = t.Price(c.capacity)
-		}
-		unmovable := ""
-		for _, p := range pods {
-			switch v := drain.Classify(p, drainOptions, func(string, string) bool { return true }); v.Verdict {
-			case drain.VerdictLeave:
-				c.moving = append(c.moving, p)
-				c.cost += podCost(p)
-			case drain.VerdictSkip:
-				if isDaemon(p) {
-					c.daemons = append(c.daemons, p)
-				}
-			case drain.VerdictRefuse, drain.VerdictHold:
-				if unmovable == "" {
-					unmovable = fmt.Sprintf("pod %s/%s: %s", p.Namespace, p.Name, v.Message)
-				}
-			}
-		}
-		cpu, mem := utilization(n, pods)
-		c.used = max(cpu, mem)
-		if unmovable != "" {
-			block(BlockedUnmovablePod, time.Time{}, "%s", unmovable)
-			continue
-		}
-		if len(c.moving) > 0 && d.Policy() == v1alpha1.ConsolidateWhenEmpty {
-			block(BlockedNotEmpty, time.Time{}, "%d pod(s) would move, and NodePool %s consolidates only empty nodes (consolidationPolicy WhenEmpty)", len(c.moving), in.Pool.Name)
-			continue
-		}
-		if len(c.moving) > 0 && hasThreshold {
-			if cpu >= threshold || mem >= threshold {
-				block(BlockedAboveThreshold, time.Time{}, "requests use %d%% of its cpu and %d%% of its memory; utilizationThreshold is %d%%", cpu, mem, threshold)
-				continue
-			}
-		}
-		if pdb := blockingBudget(c.moving, in.PDBs); pdb != nil {
-			block(BlockedPDB, time.Time{}, "PodDisruptionBudget %s/%s allows no disruption now", pdb.Namespace, pdb.Name)
+		if b != nil {
+			b.Node = n.Name
+			blocked = append(blocked, *b)
 			continue
 		}
 		out = append(out, c)
 	}
 	return out, blocked
+}
+
+// unavailable says why the node may not be consolidated whatever its pods
+// are: consolidation is off, the node is protected, out of service, or
+// changed too recently. nil when none holds.
+func (in *Input) unavailable(n *corev1.Node, pods []*corev1.Pod, replacements map[string]bool) *Blocker {
+	after, on := in.Pool.DisruptionSpec().ConsolidateAfterDuration()
+	if !on {
+		return blocker(BlockedDisabled, time.Time{}, "consolidateAfter is Never on NodePool %s", in.Pool.Name)
+	}
+	if p := disruption.Protected(in.Pool, n, pods, in.Now); p != nil {
+		key := BlockedDoNotDisrupt
+		if p.Reason == disruption.ReasonPaused || p.Reason == disruption.ReasonPoolDoNotDisrupt {
+			key = BlockedPaused
+		}
+		return blocker(key, p.Until, "%s", p.Message)
+	}
+	if why, out := budget.Disrupting(n, in.Now); out {
+		return blocker(BlockedOutOfService, time.Time{}, "the node is out of service (%s)", why)
+	}
+	if replacements[n.Name] {
+		return blocker(BlockedOutOfService, time.Time{}, "the node is a replacement whose old node is still there")
+	}
+	since := n.CreationTimestamp.Time
+	if in.LastChurn != nil {
+		if t := in.LastChurn(n.Name); t.After(since) {
+			since = t
+		}
+	}
+	for _, p := range pods {
+		if p.CreationTimestamp.After(since) {
+			since = p.CreationTimestamp.Time
+		}
+	}
+	if until := since.Add(after); in.Now.Before(until) {
+		return blocker(BlockedRecent, until, "the node was created or a pod came or went on it at %s; consolidateAfter is %s",
+			since.UTC().Format(time.RFC3339), after)
+	}
+	return nil
+}
+
+// weigh classifies the node's pods as the drain would and prices the node;
+// it says why not when a pod cannot move or the pool's rules keep the node.
+func (in *Input) weigh(n *corev1.Node, pods []*corev1.Pod) (*candidate, *Blocker) {
+	d := in.Pool.DisruptionSpec()
+	c := &candidate{node: n, instanceType: n.Labels[provider.LabelInstanceType],
+		capacity: v1alpha1.CapacityType(n.Labels[provider.LabelCapacityType]), price: priceOf(n)}
+	if c.capacity == "" {
+		c.capacity = v1alpha1.CapacityOnDemand
+	}
+	unmovable := ""
+	for _, p := range pods {
+		switch v := drain.Classify(p, drainOptions, func(string, string) bool { return true }); v.Verdict {
+		case drain.VerdictLeave:
+			c.moving = append(c.moving, p)
+			c.cost += podCost(p)
+		case drain.VerdictSkip:
+			if isDaemon(p) {
+				c.daemons = append(c.daemons, p)
+			}
+		case drain.VerdictRefuse, drain.VerdictHold:
+			if unmovable == "" {
+				unmovable = fmt.Sprintf("pod %s/%s: %s", p.Namespace, p.Name, v.Message)
+			}
+		}
+	}
+	cpu, mem := utilization(n, pods)
+	c.used = max(cpu, mem)
+	if unmovable != "" {
+		return nil, blocker(BlockedUnmovablePod, time.Time{}, "%s", unmovable)
+	}
+	if len(c.moving) == 0 {
+		return c, nil
+	}
+	if d.Policy() == v1alpha1.ConsolidateWhenEmpty {
+		return nil, blocker(BlockedNotEmpty, time.Time{}, "%d pod(s) would move, and NodePool %s consolidates only empty nodes (consolidationPolicy WhenEmpty)", len(c.moving), in.Pool.Name)
+	}
+	if threshold, ok := d.UtilizationThresholdPercent(); ok && (cpu >= threshold || mem >= threshold) {
+		return nil, blocker(BlockedAboveThreshold, time.Time{}, "requests use %d%% of its cpu and %d%% of its memory; utilizationThreshold is %d%%", cpu, mem, threshold)
+	}
+	if pdb := blockingBudget(c.moving, in.PDBs); pdb != nil {
+		return nil, blocker(BlockedPDB, time.Time{}, "PodDisruptionBudget %s/%s allows no disruption now", pdb.Namespace, pdb.Name)
+	}
+	return c, nil
+}
+
+func blocker(key BlockerKey, until time.Time, format string, args ...any) *Blocker {
+	return &Blocker{Reason: key, Message: fmt.Sprintf(format, args...), Until: until}
 }
 
 // podCost weighs a pod's eviction: 1, plus up to 1 more for its priority and

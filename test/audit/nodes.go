@@ -139,7 +139,7 @@ func (a *Auditor) replacementNamed(node string, oldRec *record, replacement stri
 	if other := a.replacementOf[replacement]; other != "" && other != node {
 		// One consolidation may replace several underutilized nodes with
 		// one cheaper node: every record naming it says Underutilized.
-		if o := a.nodes[other]; o != nil && o.goneRV == 0 && !(underutilized(o.record) && underutilized(a.recordOf(node))) {
+		if o := a.nodes[other]; o != nil && o.goneRV == 0 && (!underutilized(o.record) || !underutilized(a.recordOf(node))) {
 			a.violate(OneReplacement, "nodes %s and %s both name %s as their replacement", other, node, replacement)
 			return
 		}
