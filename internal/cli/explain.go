@@ -117,7 +117,11 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 	}
 	e := disruption.Explain(in)
 	var consolidated *nodeConsolidation
-	if pool != nil {
+	switch {
+	case pool != nil && !pool.Spec.Provider.Manages():
+		consolidated = &nodeConsolidation{Blocker: &consolidation.Blocker{Node: name, Reason: consolidation.BlockedDisabled,
+			Message: fmt.Sprintf("pool %s has no provider sluice runs; sluice consolidates only pools whose machines it makes", pool.Name)}}
+	case pool != nil:
 		cl, err := readCluster(ctx, kc)
 		if err != nil {
 			return err
@@ -226,7 +230,7 @@ func writeExplanation(out io.Writer, e disruption.Explanation, c *nodeConsolidat
 		writeExplainBudget(row, more, b, e.OlderCandidates, now)
 	}
 	if c != nil {
-		row("Consolidation", "%s", c.line(now))
+		row("Consolidate", "%s", c.line(now))
 	}
 	list("Notes", e.Notes)
 	_ = tw.Flush()
