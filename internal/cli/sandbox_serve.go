@@ -154,6 +154,7 @@ func startCloudAndController(ctx context.Context, sb *sandbox.Sandbox, st *sandb
 		// NodePools that name provider kwok.
 		providers:    []string{string(v1alpha1.ProviderKwok)},
 		registration: 10 * time.Minute,
+		validation:   15 * time.Second,
 	}
 	go func() {
 		if err := runController(ctx, f); err != nil {
