@@ -143,13 +143,9 @@ func (c *snapshot) plan(pool *v1alpha1.NodePool, all []v1alpha1.NodePool, now ti
 			size--
 		}
 	}
-	disrupting := budget.Count(in.Members, replacements, now)
-	in.Allowed = map[v1alpha1.DisruptionReason]int{}
-	for _, r := range []v1alpha1.DisruptionReason{v1alpha1.ReasonEmpty, v1alpha1.ReasonUnderutilized} {
-		if a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), size, disrupting, r, now); err == nil {
-			in.Allowed[r] = a.Nodes
-		}
-	}
+	// A budget the controller cannot read leaves nothing allowed (the pool
+	// shows Ready=False for it).
+	in.Allowed, _ = consolidation.Allowed(pool, size, budget.Count(in.Members, replacements, now), now)
 	plan := consolidation.Decide(in)
 	if !pool.Spec.Provider.Manages() && plan.Command != nil {
 		plan.Blocked = append(plan.Blocked, consolidation.Blocker{Reason: consolidation.BlockedDisabled,

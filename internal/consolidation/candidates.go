@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
@@ -18,14 +19,13 @@ import (
 // candidate is a node consolidation may take away.
 type candidate struct {
 	node *corev1.Node
-	// moving are the pods that must find another node; daemons are the
-	// DaemonSet pods, which go with the node (and come with a new one).
-	moving, daemons []*corev1.Pod
-	price           float64
-	capacity        v1alpha1.CapacityType
-	instanceType    string
-	cost            float64 // disruption cost of the moving pods
-	used            int     // the larger of its cpu and memory requests, in percent of allocatable
+	// moving are the pods that must find another node.
+	moving       []*corev1.Pod
+	price        float64
+	capacity     v1alpha1.CapacityType
+	instanceType string
+	cost         float64 // disruption cost of the moving pods
+	used         int     // the larger of its cpu and memory requests, in percent of allocatable
 }
 
 // drainOptions are the drain's rules consolidation classifies pods by: the
@@ -112,10 +112,6 @@ func (in *Input) weigh(n *corev1.Node, pods []*corev1.Pod) (*candidate, *Blocker
 		case drain.VerdictLeave:
 			c.moving = append(c.moving, p)
 			c.cost += podCost(p)
-		case drain.VerdictSkip:
-			if isDaemon(p) {
-				c.daemons = append(c.daemons, p)
-			}
 		case drain.VerdictRefuse, drain.VerdictHold:
 			if unmovable == "" {
 				unmovable = fmt.Sprintf("pod %s/%s: %s", p.Namespace, p.Name, v.Message)
@@ -173,14 +169,13 @@ func isDaemon(p *corev1.Pod) bool {
 }
 
 // utilization is how much of the node's cpu and memory the pods request, in
-// percent.
+// percent, counted as the scheduler counts requests.
 func utilization(n *corev1.Node, pods []*corev1.Pod) (cpu, mem int) {
 	var c, m int64
 	for _, p := range pods {
-		for _, ctr := range p.Spec.Containers {
-			c += ctr.Resources.Requests.Cpu().MilliValue()
-			m += ctr.Resources.Requests.Memory().Value()
-		}
+		r := requests(p)
+		c += r.Cpu().MilliValue()
+		m += r.Memory().Value()
 	}
 	pct := func(used, of int64) int {
 		if of <= 0 {
@@ -189,6 +184,12 @@ func utilization(n *corev1.Node, pods []*corev1.Pod) (cpu, mem int) {
 		return int(used * 100 / of)
 	}
 	return pct(c, n.Status.Allocatable.Cpu().MilliValue()), pct(m, n.Status.Allocatable.Memory().Value())
+}
+
+// requests is what the pod asks of its node: init containers, sidecars and
+// overhead as kube-scheduler (and pkg/simulate) count them.
+func requests(p *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
 }
 
 // blockingBudget returns a PodDisruptionBudget of the pods that allows no

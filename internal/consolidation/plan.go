@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/catalog"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -48,6 +49,20 @@ type Plan struct {
 	// Candidates are the nodes consolidation may take away.
 	Candidates []string  `json:"candidates"`
 	Blocked    []Blocker `json:"blocked,omitempty"`
+}
+
+// Allowed is Input.Allowed for a pool of size nodes, disrupting of them out
+// of service now: what its budgets leave for Empty and Underutilized.
+func Allowed(pool *v1alpha1.NodePool, size, disrupting int, now time.Time) (map[v1alpha1.DisruptionReason]int, error) {
+	out := map[v1alpha1.DisruptionReason]int{}
+	for _, r := range []v1alpha1.DisruptionReason{v1alpha1.ReasonEmpty, v1alpha1.ReasonUnderutilized} {
+		a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), size, disrupting, r, now)
+		if err != nil {
+			return nil, err
+		}
+		out[r] = a.Nodes
+	}
+	return out, nil
 }
 
 // Blocker returns why the plan leaves node alone, if it says.
@@ -390,12 +405,10 @@ func daemonOverhead(members []*corev1.Node, podsOn map[string][]*corev1.Pod) cor
 			pods := sum[corev1.ResourcePods]
 			pods.Add(*resource.NewQuantity(1, resource.DecimalSI))
 			sum[corev1.ResourcePods] = pods
-			for _, c := range p.Spec.Containers {
-				for r, q := range c.Resources.Requests {
-					have := sum[r]
-					have.Add(q)
-					sum[r] = have
-				}
+			for r, q := range requests(p) {
+				have := sum[r]
+				have.Add(q)
+				sum[r] = have
 			}
 		}
 		for r, q := range sum {
@@ -410,18 +423,9 @@ func daemonOverhead(members []*corev1.Node, podsOn map[string][]*corev1.Pod) cor
 // sortLargestFirst orders pods by cpu then memory requested, largest first
 // (first-fit decreasing packs tighter than arrival order).
 func sortLargestFirst(pods []*corev1.Pod) {
-	size := func(p *corev1.Pod) (int64, int64) {
-		var c, m int64
-		for _, ctr := range p.Spec.Containers {
-			c += ctr.Resources.Requests.Cpu().MilliValue()
-			m += ctr.Resources.Requests.Memory().Value()
-		}
-		return c, m
-	}
 	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
-		ac, am := size(a)
-		bc, bm := size(b)
-		return cmp.Or(cmp.Compare(bc, ac), cmp.Compare(bm, am))
+		ra, rb := requests(a), requests(b)
+		return cmp.Or(ra.Cpu().Cmp(*rb.Cpu())*-1, ra.Memory().Cmp(*rb.Memory())*-1)
 	})
 }
 

@@ -214,7 +214,7 @@ func TestPolicyThresholdAndSpotRules(t *testing.T) {
 		p.Spec.Disruption.Consolidation = &v1alpha1.ConsolidationSpec{UtilizationThreshold: ptr.To("20%")}
 	})
 	if plan := Decide(input(strict, nodes, pods)); plan.Command != nil {
-		t.Fatalf("threshold 20%% with nodes at 26%% cpu: command %s, want none", plan.Command)
+		t.Fatalf("threshold 20%% with nodes at 25%% cpu: command %s, want none", plan.Command)
 	}
 	never := testPool(func(p *v1alpha1.NodePool) { p.Spec.Disruption.ConsolidateAfter = v1alpha1.Never })
 	if plan := Decide(input(never, nodes, pods)); plan.Command != nil {

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/consolidation"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
@@ -149,8 +148,11 @@ func (c *Controller) consolidationInput(ctx context.Context, pool *v1alpha1.Node
 	if err := c.kube.List(ctx, &pdbs, client.UnsafeDisableDeepCopy); err != nil {
 		return consolidation.Input{}, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
-	in := consolidation.Input{Pool: pool, Members: v.nodes, Now: now, LastChurn: c.opts.LastChurn,
-		Allowed: map[v1alpha1.DisruptionReason]int{}}
+	allowed, err := consolidation.Allowed(pool, v.size, v.disrupting, now)
+	if err != nil {
+		return consolidation.Input{}, err
+	}
+	in := consolidation.Input{Pool: pool, Members: v.nodes, Now: now, LastChurn: c.opts.LastChurn, Allowed: allowed}
 	for i := range nodes.Items {
 		in.Nodes = append(in.Nodes, &nodes.Items[i])
 	}
@@ -161,13 +163,6 @@ func (c *Controller) consolidationInput(ctx context.Context, pool *v1alpha1.Node
 	}
 	for i := range pdbs.Items {
 		in.PDBs = append(in.PDBs, &pdbs.Items[i])
-	}
-	for _, r := range []v1alpha1.DisruptionReason{v1alpha1.ReasonEmpty, v1alpha1.ReasonUnderutilized} {
-		a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), v.size, v.disrupting, r, now)
-		if err != nil {
-			return consolidation.Input{}, err
-		}
-		in.Allowed[r] = a.Nodes
 	}
 	return in, nil
 }
@@ -189,7 +184,7 @@ func (c *Controller) act(ctx context.Context, pool *v1alpha1.NodePool, v *view, 
 	for _, name := range cmd.Nodes {
 		n := byName[name]
 		if n == nil {
-			break // gone since the pass: the rest of the command still holds without it
+			break // not in the view the pass decided on: carry out what was marked
 		}
 		if err := c.markNode(ctx, n, rec); err != nil {
 			if !errors.Is(err, errMarked) && kube.MayHaveApplied(err) {
@@ -205,6 +200,9 @@ func (c *Controller) act(ctx context.Context, pool *v1alpha1.NodePool, v *view, 
 		c.opts.Metrics.decided(pool.Name, cmd.Reason)
 		c.event(n, corev1.EventTypeNormal, "Consolidating", "sluice: "+cmd.String())
 		marked = append(marked, n)
+	}
+	if len(marked) == 0 {
+		return nil
 	}
 	c.event(pool, corev1.EventTypeNormal, "Consolidating", "sluice: "+cmd.String())
 	c.opts.Log.Info("consolidating", "nodepool", pool.Name, "command", cmd.String())

@@ -36,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Allowed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_budget_allowed",
 			Help: "How many more of the pool's nodes may be disrupted now for the reason, under the budgets in force."}, []string{"pool", "reason"}),
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_disruption_decisions_total",
-			Help: "Nodes chosen for replacement, by pool and reason."}, []string{"pool", "reason"}),
+			Help: "Nodes chosen for disruption (replaced, or removed by consolidation), by pool and reason."}, []string{"pool", "reason"}),
 		ProviderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_provider_create_errors_total",
 			Help: "Replacements the provider refused or that never joined, by pool and error code."}, []string{"pool", "code"}),
 		ReplacementSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_provider_replacement_ready_seconds",
