@@ -274,6 +274,20 @@ func (f *fleet) leader(ctx context.Context) string {
 	return holder
 }
 
+// awaitKills waits until the kill loop has killed n controllers in all, or
+// until deadline.
+func (f *fleet) awaitKills(n int, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		kills := f.kills
+		f.mu.Unlock()
+		if kills >= n {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 func (f *fleet) stopKilling() {
 	if f.stopKill != nil {
 		close(f.stopKill)
