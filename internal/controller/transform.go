@@ -54,6 +54,7 @@ func stripPod(obj any) (any, error) {
 	}
 	st.NominatedNodeName = ins.NominatedNodeName
 	st.ContainerStatuses, st.InitContainerStatuses = slimStatuses(ins.ContainerStatuses), slimStatuses(ins.InitContainerStatuses)
+	podValues.sharePod(out)
 	return out, nil
 }
 

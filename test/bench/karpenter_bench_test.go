@@ -1,0 +1,596 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/catalog"
+	"github.com/sluice-dev/sluice/internal/sandbox"
+	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/test/audit"
+)
+
+// The side-by-side consolidation scene: the same 50 Standard_D8s_v5 nodes
+// full of the same pods in two sandboxes, one after the other, the workload
+// scaled down by 70 %, then one consolidator let loose in each.
+const (
+	sideNodes       = 50
+	sidePerNode     = 5 // 1500m/4Gi pods: five fill a Standard_D8s_v5 (7820m allocatable)
+	sideDeployments = 5
+	sideScaleDown   = 70 // percent of the replicas removed
+	sideQuiet       = 90 * time.Second
+	sideCap         = 12 * time.Minute
+	sideCPU         = "1500m"
+	sideMemory      = "4Gi"
+	sideStartType   = "Standard_D8s_v5"
+)
+
+// sideTypes are the sizes both consolidators may choose from, at the
+// catalogue's on-demand prices.
+var sideTypes = []string{"Standard_D8s_v5", "Standard_D2s_v5", "Standard_D4s_v5", "Standard_D16s_v5"}
+
+// sidePool is the label both the sluice NodePool and the Karpenter NodePool
+// put on their nodes, and the workload's node selector.
+var sidePool = map[string]string{"bench.sluice.dev/pool": "consolidate"}
+
+// BenchmarkConsolidationVersusKarpenter runs the same consolidation twice on
+// identical sandboxes: once by sluice (`sluice controller` as its own process,
+// a kwok-provider NodePool), once by Karpenter v1.14.1's kwok provider, built
+// from its Go module by hack/tools/karpenter.sh and run as its own process
+// with the same instance types at the same prices. Each starts from 50
+// Standard_D8s_v5 nodes carrying 250 pods in 5 Deployments under PDBs,
+// consolidation off; the Deployments are scaled down by 70 %, and then
+// consolidation is turned on (consolidateAfter 10s, budget 10 % of nodes, the
+// four D-series sizes allowed). It prints, side by side: nodes and hourly
+// cost at the end, the bin-packing minimum for the pods left, time to
+// converge (the last change to any node before 90 s without one), evictions
+// (the API server's own count of accepted evictions), machines created, and
+// PDB floors broken (judged by test/audit's watcher, which knows nothing of
+// either consolidator).
+func BenchmarkConsolidationVersusKarpenter(b *testing.B) {
+	for range b.N {
+		loadStart := loadavg()
+		karpenter := karpenterTools(b)
+		bin := buildSluiceBinary(b)
+		waitCalm(b, 3*time.Minute)
+		results := []sideResult{
+			runSide(b, &sluiceSide{bin: bin}),
+			runSide(b, &karpenterSide{dir: karpenter}),
+		}
+		reportSides(b, results, loadStart)
+	}
+}
+
+// side is one consolidator under test.
+type side interface {
+	name() string
+	// start brings up the consolidator and the sandbox's starting nodes,
+	// consolidation off; the workload is created after it returns.
+	start(b *testing.B, sb *sandbox.Sandbox, clientset kubernetes.Interface, kubectl string)
+	// ready says whether the starting nodes are all there.
+	ready(nodes []corev1.Node) bool
+	// enable turns consolidation on.
+	enable(b *testing.B)
+	// check fails the benchmark if the consolidator's process is gone.
+	check(b *testing.B)
+	stop()
+}
+
+// sideResult is what one run measured.
+type sideResult struct {
+	name                       string
+	nodes                      int
+	cost, minimum              float64
+	minimumNodes               int
+	types                      string
+	converged                  time.Duration
+	settled                    bool
+	evictions, created, broken int
+	load                       string
+	// audit is the auditor's table, printed when it saw a PDB floor broken.
+	audit string
+}
+
+func runSide(b *testing.B, s side) sideResult {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sb, clientset, kubectl := startSandbox(b)
+	defer func() { _ = sb.Stop() }()
+	s.start(b, sb, clientset, kubectl)
+	defer s.stop()
+
+	const ns = "work"
+	replicas := sideNodes * sidePerNode / sideDeployments
+	objs := []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}}
+	for d := range sideDeployments {
+		name := fmt.Sprintf("app%d", d)
+		objs = append(objs,
+			fixture.Deployment(ns, name, int32(replicas), fixture.NodeSelector(sidePool), fixture.Requests(sideCPU, sideMemory),
+				fixture.GracePeriod(10), fixture.ExitsAfter(2)),
+			fixture.PDB(ns, name, name, fixture.MaxUnavailable("10%")))
+	}
+	createParallel(ctx, b, clientset, objs, 4)
+	waitUntil(b, 10*time.Minute, fmt.Sprintf("%s: %d nodes and %d pods Ready", s.name(), sideNodes, replicas*sideDeployments), func() bool {
+		s.check(b)
+		return s.ready(poolNodesByLabel(b, clientset)) && readyPods(b, clientset, ns) == replicas*sideDeployments
+	})
+
+	left := replicas * (100 - sideScaleDown) / 100
+	for d := range sideDeployments {
+		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, left)
+		if out, err := exec.Command(kubectl, "--kubeconfig", sb.Kubeconfig(), "-n", ns, "patch", "deployment", fmt.Sprintf("app%d", d),
+			"--type", "merge", "-p", patch).CombinedOutput(); err != nil {
+			b.Fatalf("scaling app%d down: %v\n%s", d, err, out)
+		}
+	}
+	pods := left * sideDeployments
+	waitUntil(b, 5*time.Minute, fmt.Sprintf("%s: the workload down to %d pods", s.name(), pods), func() bool {
+		list, err := clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == pods && readyPods(b, clientset, ns) == pods
+	})
+
+	a, err := audit.Start(ctx, sb.RESTConfig(), func(string, ...any) {})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := watchNodeChanges(ctx, clientset)
+	evictedBefore := evictionsByCode(b, clientset)["201"]
+	start := time.Now()
+	s.enable(b)
+	settled := false
+	for time.Since(start) < sideCap {
+		s.check(b)
+		time.Sleep(2 * time.Second)
+		if time.Since(w.last()) >= sideQuiet && readyPods(b, clientset, ns) == pods {
+			settled = true
+			break
+		}
+	}
+	converged := w.last().Sub(start)
+	sum := a.Finish()
+	final := poolNodesByLabel(b, clientset)
+	r := sideResult{name: s.name(), nodes: len(final), converged: converged, settled: settled,
+		evictions: int(evictionsByCode(b, clientset)["201"] - evictedBefore), created: w.created(),
+		broken: sum.Row(audit.PDBFloor).Violated, load: loadavg(), audit: sum.String()}
+	count := map[string]int{}
+	for _, n := range final {
+		t := n.Labels[provider.LabelInstanceType]
+		count[t]++
+		typ, ok := catalog.Lookup(t)
+		if !ok {
+			b.Fatalf("%s: node %s has instance type %q, not in the catalogue", s.name(), n.Name, t)
+		}
+		r.cost += typ.OnDemand
+	}
+	var kinds []string
+	for t, n := range count {
+		kinds = append(kinds, fmt.Sprintf("%d×%s", n, strings.TrimPrefix(t, "Standard_")))
+	}
+	slices.Sort(kinds)
+	r.types = strings.Join(kinds, " ")
+	r.minimum, r.minimumNodes = packingMinimum(b, pods)
+	return r
+}
+
+// poolNodesByLabel lists the nodes that carry the scene's pool label.
+func poolNodesByLabel(b *testing.B, clientset kubernetes.Interface) []corev1.Node {
+	b.Helper()
+	var sel []string
+	for k, v := range sidePool {
+		sel = append(sel, k+"="+v)
+	}
+	list, err := clientset.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: strings.Join(sel, ",")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return list.Items
+}
+
+// packingMinimum is the cheapest set of machines of the allowed types that
+// holds pods identical pods (an unbounded covering knapsack over how many
+// each type holds), and how many machines that is: nobody can do better.
+func packingMinimum(b *testing.B, pods int) (float64, int) {
+	b.Helper()
+	cpu, mem := resource.MustParse(sideCPU), resource.MustParse(sideMemory)
+	type fit struct {
+		holds int
+		price float64
+	}
+	var fits []fit
+	for _, name := range sideTypes {
+		t, ok := catalog.Lookup(name)
+		if !ok {
+			b.Fatalf("%s is not in the catalogue", name)
+		}
+		alloc := t.Allocatable
+		holds := min(int(alloc.Cpu().MilliValue()/cpu.MilliValue()), int(alloc.Memory().Value()/mem.Value()), 110)
+		if holds > 0 {
+			fits = append(fits, fit{holds, t.OnDemand})
+		}
+	}
+	cost := make([]float64, pods+1)
+	machines := make([]int, pods+1)
+	for n := 1; n <= pods; n++ {
+		cost[n] = math.Inf(1)
+		for _, f := range fits {
+			c := cost[max(n-f.holds, 0)] + f.price
+			if c < cost[n]-1e-9 {
+				cost[n], machines[n] = c, machines[max(n-f.holds, 0)]+1
+			}
+		}
+	}
+	return cost[pods], machines[pods]
+}
+
+// nodeChanges follows every node of the scene: its arrival, its departure,
+// and any change to whether it takes pods (cordon, taints, deletion).
+type nodeChanges struct {
+	mu      sync.Mutex
+	changed time.Time
+	initial map[string]bool
+	added   map[string]bool
+	synced  bool
+}
+
+func watchNodeChanges(ctx context.Context, clientset kubernetes.Interface) *nodeChanges {
+	w := &nodeChanges{changed: time.Now(), initial: map[string]bool{}, added: map[string]bool{}}
+	factory := informers.NewSharedInformerFactory(clientset, 0)
+	inf := factory.Core().V1().Nodes().Informer()
+	touch := func() { w.changed = time.Now() }
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			n := obj.(*corev1.Node)
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.synced {
+				w.initial[n.Name] = true
+				return
+			}
+			w.added[n.Name] = true
+			touch()
+		},
+		UpdateFunc: func(old, cur any) {
+			o, n := old.(*corev1.Node), cur.(*corev1.Node)
+			if o.Spec.Unschedulable == n.Spec.Unschedulable && slices.Equal(taintKeys(o), taintKeys(n)) &&
+				(o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
+				return
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			touch()
+		},
+		DeleteFunc: func(any) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			touch()
+		},
+	})
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	w.mu.Lock()
+	w.synced, w.changed = true, time.Now()
+	w.mu.Unlock()
+	return w
+}
+
+func taintKeys(n *corev1.Node) []string {
+	var keys []string
+	for _, t := range n.Spec.Taints {
+		keys = append(keys, t.Key+":"+string(t.Effect))
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (w *nodeChanges) last() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed
+}
+
+func (w *nodeChanges) created() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.added)
+}
+
+// sluiceSide is sluice's controller with a kwok-provider NodePool.
+type sluiceSide struct {
+	bin  string
+	pool *v1alpha1.NodePool
+	sb   *sandbox.Sandbox
+	ctl  *controllerProcess
+	kctl string
+}
+
+func (s *sluiceSide) name() string { return "sluice" }
+
+func (s *sluiceSide) start(b *testing.B, sb *sandbox.Sandbox, clientset kubernetes.Interface, kubectl string) {
+	b.Helper()
+	s.sb, s.kctl = sb, kubectl
+	s.pool = &v1alpha1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "consolidate"},
+		Spec: v1alpha1.NodePoolSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: sidePool},
+			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok, Kwok: &v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{Duration: 5 * time.Second}}},
+			Template:     &v1alpha1.NodeTemplate{Labels: sidePool, InstanceTypes: sideTypes, Image: "img-1"},
+			Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "10%"}},
+				ConsolidationPolicy: v1alpha1.ConsolidateWhenEmptyOrUnderutilized, ConsolidateAfter: v1alpha1.Never},
+		},
+	}
+	makePool(b, sb, clientset, poolClient(b, sb), s.pool, sideNodes)
+	s.ctl = startControllerProcess(b, s.bin, sb.Kubeconfig(), "--providers", "kwok")
+}
+
+func (s *sluiceSide) ready(nodes []corev1.Node) bool {
+	return len(nodes) == sideNodes && !slices.ContainsFunc(nodes, func(n corev1.Node) bool {
+		return !nodeReady(&n) || n.Labels[provider.LabelInstanceType] != sideStartType
+	})
+}
+
+func (s *sluiceSide) enable(b *testing.B) {
+	b.Helper()
+	kubectlPatch(b, s.kctl, s.sb, "nodepools.sluice.dev/"+s.pool.Name, `{"spec":{"disruption":{"consolidateAfter":"10s"}}}`)
+}
+
+func (s *sluiceSide) check(b *testing.B) { b.Helper(); s.ctl.mustRun(b, "during the consolidation") }
+func (s *sluiceSide) stop()              { s.ctl.stop() }
+
+// karpenterSide is Karpenter's kwok provider, v1.14.1, with its own
+// NodePool and KWOKNodeClass.
+type karpenterSide struct {
+	dir  string
+	sb   *sandbox.Sandbox
+	kctl string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+func (k *karpenterSide) name() string { return "Karpenter v1.14.1 (kwok)" }
+
+func (k *karpenterSide) start(b *testing.B, sb *sandbox.Sandbox, _ kubernetes.Interface, kubectl string) {
+	b.Helper()
+	k.sb, k.kctl = sb, kubectl
+	if out, err := exec.Command(kubectl, "--kubeconfig", sb.Kubeconfig(), "apply", "--server-side", "-f", filepath.Join(k.dir, "crds")).CombinedOutput(); err != nil {
+		b.Fatalf("installing Karpenter's CRDs: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(kubectl, "--kubeconfig", sb.Kubeconfig(), "wait", "--for", "condition=Established", "--timeout", "60s",
+		"crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh", "crd/kwoknodeclasses.karpenter.kwok.sh").CombinedOutput(); err != nil {
+		b.Fatalf("waiting for Karpenter's CRDs: %v\n%s", err, out)
+	}
+	types := filepath.Join(b.TempDir(), "instance-types.json")
+	if err := os.WriteFile(types, karpenterInstanceTypes(b), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	metrics, probes := freeLoopbackAddress(b), freeLoopbackAddress(b)
+	k.out, k.done = &lockedBuffer{}, make(chan struct{})
+	k.cmd = exec.Command(filepath.Join(k.dir, "bin", "karpenter-kwok"))
+	k.cmd.Env = append(os.Environ(),
+		"KUBECONFIG="+sb.Kubeconfig(),
+		"LEADER_ELECTION_NAMESPACE=kube-system",
+		"METRICS_PORT="+portOf(metrics),
+		"HEALTH_PROBE_PORT="+portOf(probes),
+		"INSTANCE_TYPES_FILE_PATH="+types,
+		"LOG_LEVEL=info",
+	)
+	k.cmd.Stdout, k.cmd.Stderr = k.out, k.out
+	if err := k.cmd.Start(); err != nil {
+		b.Fatalf("starting Karpenter: %v", err)
+	}
+	go func() { _ = k.cmd.Wait(); close(k.done) }()
+	b.Cleanup(k.stop)
+	kubectlApply(b, kubectl, sb, karpenterObjects([]string{sideStartType}))
+}
+
+func (k *karpenterSide) ready(nodes []corev1.Node) bool {
+	return len(nodes) == sideNodes && !slices.ContainsFunc(nodes, func(n corev1.Node) bool {
+		return !nodeReady(&n) || n.Labels[provider.LabelInstanceType] != sideStartType ||
+			slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "karpenter.sh/unregistered" })
+	})
+}
+
+func (k *karpenterSide) enable(b *testing.B) {
+	b.Helper()
+	kubectlApply(b, k.kctl, k.sb, karpenterObjects(sideTypes))
+	kubectlPatch(b, k.kctl, k.sb, "nodepools.karpenter.sh/consolidate", `{"spec":{"disruption":{"consolidateAfter":"10s"}}}`)
+}
+
+func (k *karpenterSide) check(b *testing.B) {
+	b.Helper()
+	select {
+	case <-k.done:
+		b.Fatalf("Karpenter exited\n%s", k.out.tail(40))
+	default:
+	}
+}
+
+func (k *karpenterSide) stop() {
+	if k.cmd == nil || k.cmd.Process == nil {
+		return
+	}
+	_ = k.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-k.done:
+	case <-time.After(15 * time.Second):
+		_ = k.cmd.Process.Kill()
+		<-k.done
+	}
+}
+
+// karpenterObjects are Karpenter's KWOKNodeClass and NodePool for the
+// scene: the same labels, types, budget and (at first) no consolidation.
+func karpenterObjects(types []string) string {
+	quoted := make([]string, len(types))
+	for i, t := range types {
+		quoted[i] = fmt.Sprintf("%q", t)
+	}
+	var labels []string
+	for k, v := range sidePool {
+		labels = append(labels, fmt.Sprintf("        %s: %s", k, v))
+	}
+	return fmt.Sprintf(`apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata:
+  name: default
+spec:
+  nodeRegistrationDelay: 5s
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata:
+  name: consolidate
+spec:
+  template:
+    metadata:
+      labels:
+%s
+    spec:
+      nodeClassRef: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+      expireAfter: Never
+      requirements:
+      - {key: node.kubernetes.io/instance-type, operator: In, values: [%s]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: Never
+    budgets:
+    - nodes: "10%%"
+`, strings.Join(labels, "\n"), strings.Join(quoted, ", "))
+}
+
+// karpenterInstanceTypes is the instance-types file of Karpenter's kwok
+// provider for the scene's types: the catalogue's on-demand prices, in the
+// three zones sluice's kwok provider uses, with a capacity that leaves,
+// after the 100m and 10Mi Karpenter's kwok provider reserves, exactly the
+// catalogue's allocatable, so both sandboxes' nodes hold the same pods.
+func karpenterInstanceTypes(b *testing.B) []byte {
+	b.Helper()
+	type requirement struct {
+		Key      string   `json:"key"`
+		Operator string   `json:"operator"`
+		Values   []string `json:"values"`
+	}
+	type offering struct {
+		Price        float64
+		Available    bool
+		Requirements []requirement
+	}
+	type instanceType struct {
+		Name             string            `json:"name"`
+		Offerings        []offering        `json:"offerings"`
+		Architecture     string            `json:"architecture"`
+		OperatingSystems []string          `json:"operatingSystems"`
+		Resources        map[string]string `json:"resources"`
+	}
+	var out []instanceType
+	for _, name := range sideTypes {
+		t, ok := catalog.Lookup(name)
+		if !ok {
+			b.Fatalf("%s is not in the catalogue", name)
+		}
+		it := instanceType{Name: name, Architecture: "amd64", OperatingSystems: []string{"linux"},
+			Resources: map[string]string{
+				"cpu":    fmt.Sprintf("%dm", t.Allocatable.Cpu().MilliValue()+100),
+				"memory": fmt.Sprintf("%dMi", t.Allocatable.Memory().Value()>>20+10),
+				"pods":   "110",
+			}}
+		for _, zone := range []string{"eastus-1", "eastus-2", "eastus-3"} {
+			it.Offerings = append(it.Offerings, offering{Price: t.OnDemand, Available: true, Requirements: []requirement{
+				{Key: "karpenter.sh/capacity-type", Operator: "In", Values: []string{"on-demand"}},
+				{Key: provider.LabelZone, Operator: "In", Values: []string{zone}},
+			}})
+		}
+		out = append(out, it)
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+// karpenterTools builds (or finds cached) Karpenter's kwok provider and CRDs.
+func karpenterTools(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(filepath.Join("..", "..", "hack", "tools", "karpenter.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("building Karpenter's kwok provider (hack/tools/karpenter.sh): %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+func kubectlApply(b *testing.B, kubectl string, sb *sandbox.Sandbox, manifest string) {
+	b.Helper()
+	cmd := exec.Command(kubectl, "--kubeconfig", sb.Kubeconfig(), "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("kubectl apply: %v\n%s\n%s", err, out, manifest)
+	}
+}
+
+func kubectlPatch(b *testing.B, kubectl string, sb *sandbox.Sandbox, object, patch string) {
+	b.Helper()
+	if out, err := exec.Command(kubectl, "--kubeconfig", sb.Kubeconfig(), "patch", object, "--type", "merge", "-p", patch).CombinedOutput(); err != nil {
+		b.Fatalf("kubectl patch %s: %v\n%s", object, err, out)
+	}
+}
+
+func portOf(addr string) string { return addr[strings.LastIndex(addr, ":")+1:] }
+
+// reportSides prints the two runs side by side with the targets.
+func reportSides(b *testing.B, rs []sideResult, loadStart string) {
+	b.Helper()
+	s, k := rs[0], rs[1]
+	conv := func(r sideResult) string {
+		if !r.settled {
+			return fmt.Sprintf("not settled in %s (last change at %s)", sideCap, r.converged.Round(time.Second))
+		}
+		return r.converged.Round(time.Second).String()
+	}
+	pct := func(r sideResult) string { return fmt.Sprintf("%+.1f%%", 100*(r.cost-r.minimum)/r.minimum) }
+	fmt.Printf("\n# Consolidation side by side: %d %s nodes, %d pods (%s/%s) in %d Deployments with PDBs, scaled down by %d%%; consolidateAfter 10s, budget 10%%, types %s (load at start %s)\n",
+		sideNodes, sideStartType, sideNodes*sidePerNode, sideCPU, sideMemory, sideDeployments, sideScaleDown, strings.Join(sideTypes, ", "), loadStart)
+	printTable("", [][]string{
+		{"figure", s.name, k.name, "target"},
+		{"nodes at the end", fmt.Sprint(s.nodes), fmt.Sprint(k.nodes), fmt.Sprintf("minimum %d", s.minimumNodes)},
+		{"machines at the end", s.types, k.types, ""},
+		{"hourly cost at the end", fmt.Sprintf("$%.3f", s.cost), fmt.Sprintf("$%.3f", k.cost), fmt.Sprintf("minimum $%.3f", s.minimum)},
+		{"above the bin-packing minimum", pct(s), pct(k), "sluice <= +5%, and <= Karpenter's cost"},
+		{"time to converge", conv(s), conv(k), "sluice < Karpenter"},
+		{"evictions", fmt.Sprint(s.evictions), fmt.Sprint(k.evictions), "sluice < Karpenter"},
+		{"machines created", fmt.Sprint(s.created), fmt.Sprint(k.created), ""},
+		{"PDB floors broken", fmt.Sprint(s.broken), fmt.Sprint(k.broken), "0 for sluice"},
+		{"load at the end", s.load, k.load, ""},
+	})
+	for _, r := range rs {
+		if r.broken > 0 {
+			fmt.Printf("\n%s: the auditor saw PDB floors broken:\n%s\n", r.name, r.audit)
+		}
+	}
+}
