@@ -38,7 +38,9 @@ func strip(t *testing.T, p *corev1.Pod) *corev1.Pod {
 	return out.(*corev1.Pod)
 }
 
-func same(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+func same(a, b any) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
 
 // Pods of one template share their labels, annotations, owners,
 // tolerations and requests; pods that differ keep their own, and every pod
