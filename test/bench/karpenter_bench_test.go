@@ -374,6 +374,9 @@ func (k *karpenterSide) name() string { return "Karpenter v1.14.1 (kwok)" }
 func (k *karpenterSide) start(b *testing.B, sb *sandbox.Sandbox, _ kubernetes.Interface, kubectl string) {
 	b.Helper()
 	k.sb, k.kctl = sb, kubectl
+	// The same sandbox as sluice's: every CRD the chart ships is served
+	// (the auditor watches sluice's NodePools, and finds none).
+	poolClient(b, sb)
 	if out, err := exec.Command(kubectl, "--kubeconfig", sb.Kubeconfig(), "apply", "--server-side", "-f", filepath.Join(k.dir, "crds")).CombinedOutput(); err != nil {
 		b.Fatalf("installing Karpenter's CRDs: %v\n%s", err, out)
 	}
