@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -107,6 +108,10 @@ type sideResult struct {
 	converged                  time.Duration
 	settled                    bool
 	evictions, created, broken int
+	// mustMove is the fewest pods any consolidation to the minimum has to
+	// evict, given where the scale-down left them: all but those already on
+	// the minimum's number of fullest nodes.
+	mustMove int
 	load                       string
 	// audit is the auditor's table, printed when it saw a PDB floor broken.
 	audit string
@@ -151,6 +156,8 @@ func runSide(b *testing.B, s side) sideResult {
 		return err == nil && len(list.Items) == pods && readyPods(b, clientset, ns) == pods
 	})
 
+	mustMove := fewestMoves(b, clientset, ns, pods)
+
 	a, err := audit.Start(ctx, sb.RESTConfig(), func(string, ...any) {})
 	if err != nil {
 		b.Fatal(err)
@@ -173,7 +180,7 @@ func runSide(b *testing.B, s side) sideResult {
 	final := poolNodesByLabel(b, clientset)
 	r := sideResult{name: s.name(), nodes: len(final), converged: converged, settled: settled,
 		evictions: int(evictionsByCode(b, clientset)["201"] - evictedBefore), created: w.created(),
-		broken: sum.Row(audit.PDBFloor).Violated, load: loadavg(), audit: sum.String()}
+		broken: sum.Row(audit.PDBFloor).Violated, load: loadavg(), audit: sum.String(), mustMove: mustMove}
 	count := map[string]int{}
 	for _, n := range final {
 		t := n.Labels[provider.LabelInstanceType]
@@ -192,6 +199,31 @@ func runSide(b *testing.B, s side) sideResult {
 	r.types = strings.Join(kinds, " ")
 	r.minimum, r.minimumNodes = packingMinimum(b, pods)
 	return r
+}
+
+// fewestMoves is how many of the pods no consolidation to the minimum can
+// leave in place: the minimum is a number of nodes, and at best they are
+// the nodes that hold the most pods now (a node of the start type holds
+// sidePerNode at most, the largest type no more than it can fit).
+func fewestMoves(b *testing.B, clientset kubernetes.Interface, ns string, pods int) int {
+	b.Helper()
+	list, err := clientset.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	perNode := map[string]int{}
+	for _, p := range list.Items {
+		perNode[p.Spec.NodeName]++
+	}
+	counts := slices.Collect(maps.Values(perNode))
+	slices.Sort(counts)
+	slices.Reverse(counts)
+	_, keep := packingMinimum(b, pods)
+	stay := 0
+	for _, c := range counts[:min(keep, len(counts))] {
+		stay += c
+	}
+	return pods - stay
 }
 
 // poolNodesByLabel lists the nodes that carry the scene's pool label.
@@ -587,6 +619,8 @@ func reportSides(b *testing.B, rs []sideResult, loadStart string) {
 		{"above the bin-packing minimum", pct(s), pct(k), "sluice <= +5%, and <= Karpenter's cost"},
 		{"time to converge", conv(s), conv(k), "sluice < Karpenter"},
 		{"evictions", fmt.Sprint(s.evictions), fmt.Sprint(k.evictions), "sluice < Karpenter"},
+		{"  fewest possible, from where the scale-down left the pods", fmt.Sprint(s.mustMove), fmt.Sprint(k.mustMove), ""},
+		{"  beyond that fewest", fmt.Sprint(s.evictions - s.mustMove), fmt.Sprint(k.evictions - k.mustMove), "sluice <= Karpenter"},
 		{"machines created", fmt.Sprint(s.created), fmt.Sprint(k.created), ""},
 		{"PDB floors broken", fmt.Sprint(s.broken), fmt.Sprint(k.broken), "0 for sluice"},
 		{"load at the end", s.load, k.load, ""},
