@@ -668,6 +668,17 @@ func TestSourceResumesAfterItsPollsWereCanceled(t *testing.T) {
 	if err := s.AwaitHeld(bounded(t), 0); err != nil {
 		t.Fatalf("the polls outlived their ctx: %v", err)
 	}
+	// Both canceled polls must have reported before the change: one still on
+	// its way when Next returns with the preemption would be taken in by
+	// settle's next call, which sends that poll again and then (rightly)
+	// waits for a change that never comes.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(src.updates) < len(watched) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the canceled polls reported %d of %d times", len(src.updates), len(watched))
+		}
+		time.Sleep(time.Millisecond)
+	}
 	s.Preempt()
 	if e := only(t)(next(t, s, src)); e.ID != IDPreempted {
 		t.Errorf("after the polls were canceled: %+v; want the preemption", e)
