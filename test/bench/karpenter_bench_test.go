@@ -112,7 +112,7 @@ type sideResult struct {
 	// evict, given where the scale-down left them: all but those already on
 	// the minimum's number of fullest nodes.
 	mustMove int
-	load                       string
+	load     string
 	// audit is the auditor's table, printed when it saw a PDB floor broken.
 	audit string
 }
