@@ -27,9 +27,9 @@ import (
 
 func newPlanCommand() *cobra.Command {
 	var client kube.ClientFlags
-	var output string
+	var output, image string
 	cmd := &cobra.Command{
-		Use:   "plan consolidation [POOL...]",
+		Use:   "plan consolidation [POOL...] | plan upgrade POOL --image IMAGE",
 		Short: "Print the consolidation sluice would carry out now, and why the other nodes stay",
 		Long: `Plan runs the controller's own consolidation pass against the cluster as it is now and prints,
 per NodePool, the command it would carry out (nodes deleted or replaced, the new node's type, cost
@@ -38,26 +38,40 @@ why (budget, PodDisruptionBudget, do-not-disrupt, recently changed, no cheaper f
 minSavings...). It changes nothing and needs no controller running. The controller acts on a plan
 only when a second pass, --consolidation-validation-delay later, makes the same one.
 
+Plan upgrade forecasts an image upgrade of one pool with its spec.upgrade settings (or their
+defaults), before anything changes: the batches, the predicted time of each and of the whole (from
+the provider's boot time, the pods' grace periods and readiness delays, the PodDisruptionBudgets'
+waves and the soak), and every node predicted to block (a budget that can never allow, do-not-disrupt,
+no room for its pods even with the surge nodes), with the fix.
+
 Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 		Example: `  sluice plan consolidation
-  sluice plan consolidation batch -o json`,
+  sluice plan consolidation batch -o json
+  sluice plan upgrade batch --image AKSUbuntu-2204gen2containerd-202612.01.0`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := parseOutput(output)
 			if err != nil {
 				return err
 			}
-			if len(args) == 0 || args[0] != "consolidation" {
-				return errors.New("sluice plans consolidation: `sluice plan consolidation [POOL...]`")
+			if len(args) == 0 || args[0] != "consolidation" && args[0] != "upgrade" {
+				return errors.New("sluice plans consolidation or upgrades: `sluice plan consolidation [POOL...]` or `sluice plan upgrade POOL --image IMAGE`")
+			}
+			if args[0] == "upgrade" && len(args) != 2 {
+				return errors.New("name one pool: `sluice plan upgrade POOL --image IMAGE`")
 			}
 			kc, dyn, err := poolClients(client)
 			if err != nil {
 				return err
+			}
+			if args[0] == "upgrade" {
+				return runPlanUpgrade(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args[1], image, format, clock.RealClock{}.Now())
 			}
 			return runPlan(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args[1:], format, clock.RealClock{}.Now())
 		},
 	}
 	client.AddFlags(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	cmd.Flags().StringVar(&image, "image", "", "plan upgrade: the image to upgrade to (default the template's)")
 	return cmd
 }
 

@@ -49,7 +49,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newDrainCommand(), newDoctorCommand(), newStatusCommand(), newExplainCommand(), newPlanCommand(), newAgentCommand(), newControllerCommand(), newVersionCommand(), newSandboxCommand())
+	root.AddCommand(newDrainCommand(), newDoctorCommand(), newStatusCommand(), newExplainCommand(), newPlanCommand(), newUpgradeCommand(), newAgentCommand(), newControllerCommand(), newVersionCommand(), newSandboxCommand())
 	return root
 }
 

@@ -26,6 +26,12 @@ const (
 	// replacement (its pods fit on the nodes that stay); it counts against
 	// the budget, and is deleted next.
 	PhaseRemoving Phase = "Removing"
+	// PhaseDraining: an upgrade drains the node (cordoned) before it is
+	// deleted, within the pool's drainTimeout from DrainStarted.
+	PhaseDraining Phase = "Draining"
+	// PhaseSoaking: an upgrade drained the node; it waits, cordoned and
+	// empty, for the pool's nodeSoakDuration from Drained, then is deleted.
+	PhaseSoaking Phase = "Soaking"
 )
 
 // ReasonDeleted is the record's reason for a node someone deleted: budgets
@@ -46,6 +52,12 @@ type Record struct {
 	// LaunchedAt is when the provider accepted the replacement.
 	LaunchedAt *time.Time `json:"launchedAt,omitempty"`
 	Message    string     `json:"message,omitempty"`
+	// DrainFirst: an upgrade's maxUnavailable slot; the node is drained
+	// without waiting for its replacement to be Ready.
+	DrainFirst bool `json:"drainFirst,omitempty"`
+	// DrainStarted and Drained time an upgrade's drain of the node.
+	DrainStarted *time.Time `json:"drainStarted,omitempty"`
+	Drained      *time.Time `json:"drained,omitempty"`
 }
 
 // RecordOf reads the node's record; nil when it has none. An unreadable

@@ -18,6 +18,7 @@ const (
 	ReasonInvalidBudget       = "InvalidBudget"
 	ReasonTemplateNotSelected = "TemplateNotSelected"
 	ReasonLimitsBelowSize     = "LimitsBelowSize"
+	ReasonInvalidUpgrade      = "InvalidUpgrade"
 )
 
 // Problem is why a pool cannot be applied: the pool is then left alone (its
@@ -51,6 +52,9 @@ func Validate(pool *v1alpha1.NodePool, nodes int) *Problem {
 				"node pool %s: the nodes its provider would make from spec.template (labels %v) do not match its spec.nodeSelector, so they would belong to no pool; add the selector's labels to spec.template.labels", pool.Name, t.Labels)}
 		}
 	}
+	if err := UpgradeError(pool, nodes); err != nil {
+		return &Problem{Reason: ReasonInvalidUpgrade, Message: fmt.Sprintf("node pool %s: %v; no node of the pool is disrupted of sluice's own accord until it is fixed", pool.Name, err)}
+	}
 	if l := pool.Spec.Limits; l != nil && l.Nodes != nil && int(*l.Nodes) < nodes {
 		return &Problem{Reason: ReasonLimitsBelowSize, Message: fmt.Sprintf(
 			"node pool %s: spec.limits.nodes is %d but the pool has %d nodes; raise the limit (or remove nodes): sluice replaces nothing in the pool until then", pool.Name, *l.Nodes, nodes)}
@@ -65,6 +69,25 @@ func selectorError(pool *v1alpha1.NodePool) *SelectorError {
 	var selErr *SelectorError
 	if errors.As(err, &selErr) {
 		return selErr
+	}
+	return nil
+}
+
+// UpgradeError says why the pool's upgrade settings cannot roll a pool of
+// size nodes: unreadable, or surge and unavailable both 0 (the API server
+// refuses the written 0s; a percentage can still round to 0 nodes).
+func UpgradeError(pool *v1alpha1.NodePool, size int) error {
+	u := pool.UpgradeSpecOf()
+	surge, err := u.Surge(size)
+	if err != nil {
+		return fmt.Errorf("spec.upgrade.maxSurge %w", err)
+	}
+	unavailable, err := u.Unavailable(size)
+	if err != nil {
+		return fmt.Errorf("spec.upgrade.maxUnavailable %w", err)
+	}
+	if size > 0 && surge == 0 && unavailable == 0 {
+		return fmt.Errorf("spec.upgrade.maxSurge and maxUnavailable come to 0 nodes of %d, so no node could ever be upgraded: raise maxSurge (such as 1 or 33%%) or maxUnavailable", size)
 	}
 	return nil
 }

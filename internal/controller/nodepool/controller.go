@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
@@ -66,8 +68,11 @@ type Options struct {
 	// PassInterval is the least time between two consolidation passes of a
 	// pool; default 10 s.
 	PassInterval time.Duration
-	Recorder     record.EventRecorder
-	Metrics      *Metrics
+	// Queue drains the nodes an upgrade takes away (the termination
+	// queue); nil leaves upgrades waiting at their drains.
+	Queue    Queue
+	Recorder record.EventRecorder
+	Metrics  *Metrics
 	Log          *slog.Logger
 }
 
@@ -93,6 +98,10 @@ type Controller struct {
 	// look; lastPass when each pool was last looked at.
 	pending  map[string]*decision
 	lastPass map[string]time.Time
+	// drains holds how each upgrade drain last ended.
+	drains map[string]drainEnd
+	// wake queues a pool when one of its drains ends.
+	wake chan event.GenericEvent
 }
 
 // markWait bounds how long a mark the cache does not show yet is trusted.
@@ -122,7 +131,7 @@ func NewController(kube client.Client, live client.Reader, clk clock.Clock, mach
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
 	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{},
-		pending: map[string]*decision{}, lastPass: map[string]time.Time{}}
+		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, wake: make(chan event.GenericEvent, 64)}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as
@@ -142,11 +151,13 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodepool").
-		For(&v1alpha1.NodePool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A pool's generation, or its upgrade's pause and abort.
+		For(&v1alpha1.NodePool{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, upgradeControlChanged))).
 		// A pool's nodes depend on the other pools (the oldest wins a node
 		// two select): a change to one is a change to all.
 		Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.allPools), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.allPools), builder.WithPredicates(nodeChanged)).
+		WatchesRawSource(source.Channel(c.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(c)
 }
@@ -265,6 +276,27 @@ func readyOf(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// wakePool queues the pool at once (a drain of its ended).
+func (c *Controller) wakePool(name string) {
+	ev := event.GenericEvent{Object: &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}}
+	select {
+	case c.wake <- ev:
+	default:
+		go func() { c.wake <- ev }()
+	}
+}
+
+// upgradeControlChanged passes a pool whose pause or abort annotation
+// changed.
+var upgradeControlChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetAnnotations()[v1alpha1.AnnotationUpgrade] != e.ObjectNew.GetAnnotations()[v1alpha1.AnnotationUpgrade]
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 func (c *Controller) event(obj client.Object, typ, reason, msg string) {

@@ -24,6 +24,10 @@ type Metrics struct {
 	Consolidation *prometheus.CounterVec
 	// ConsolidationSeconds is how long one pass took to decide.
 	ConsolidationSeconds prometheus.Histogram
+	// UpgradeNodes counts a pool's nodes by where its upgrade has them;
+	// UpgradePhase is 1 for the upgrade's phase.
+	UpgradeNodes *prometheus.GaugeVec
+	UpgradePhase *prometheus.GaugeVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -47,8 +51,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ConsolidationSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sluice_consolidation_pass_seconds",
 			Help:    "How long one consolidation pass over a pool took to decide.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		UpgradeNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_upgrade_nodes",
+			Help: "Nodes of the pool's image upgrade by state: total, upgraded, in_flight, blocked, quarantined."}, []string{"pool", "state"}),
+		UpgradePhase: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_upgrade_phase",
+			Help: "1 for the phase the pool's image upgrade is in (Progressing, Paused, Aborted, Succeeded, Failed), 0 for the others."}, []string{"pool", "phase"}),
 	}
-	reg.MustRegister(m.Ready, m.Drifted, m.Allowed, m.Decisions, m.ProviderErrors, m.ReplacementSeconds, m.Consolidation, m.ConsolidationSeconds)
+	reg.MustRegister(m.Ready, m.Drifted, m.Allowed, m.Decisions, m.ProviderErrors, m.ReplacementSeconds, m.Consolidation, m.ConsolidationSeconds,
+		m.UpgradeNodes, m.UpgradePhase)
 	return m
 }
 
@@ -64,6 +73,26 @@ func (m *Metrics) observe(pool *v1alpha1.NodePool, st *v1alpha1.NodePoolStatus) 
 	m.Drifted.WithLabelValues(pool.Name).Set(float64(st.Drifted))
 	for _, a := range st.Allowed {
 		m.Allowed.WithLabelValues(pool.Name, string(a.Reason)).Set(float64(a.Nodes))
+	}
+	m.observeUpgrade(pool.Name, st.Upgrade)
+}
+
+func (m *Metrics) observeUpgrade(pool string, u *v1alpha1.UpgradeStatus) {
+	if u == nil {
+		m.UpgradeNodes.DeletePartialMatch(prometheus.Labels{"pool": pool})
+		m.UpgradePhase.DeletePartialMatch(prometheus.Labels{"pool": pool})
+		return
+	}
+	for state, n := range map[string]int{"total": int(u.Nodes), "upgraded": int(u.Upgraded), "in_flight": int(u.InFlight),
+		"blocked": len(u.Blocked), "quarantined": len(u.Quarantined)} {
+		m.UpgradeNodes.WithLabelValues(pool, state).Set(float64(n))
+	}
+	for _, p := range []v1alpha1.UpgradePhase{v1alpha1.UpgradeProgressing, v1alpha1.UpgradePaused, v1alpha1.UpgradeAborted, v1alpha1.UpgradeSucceeded, v1alpha1.UpgradeFailed} {
+		v := 0.0
+		if p == u.Phase {
+			v = 1
+		}
+		m.UpgradePhase.WithLabelValues(pool, string(p)).Set(v)
 	}
 }
 
@@ -104,6 +133,7 @@ func (m *Metrics) forget(pool string) {
 	m.Ready.DeleteLabelValues(pool)
 	m.Drifted.DeleteLabelValues(pool)
 	m.Allowed.DeletePartialMatch(prometheus.Labels{"pool": pool})
+	m.observeUpgrade(pool, nil)
 }
 
 // nextBudgetChange is when the pool's budgets in force next change.

@@ -42,8 +42,18 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		return sooner(wait, w), errors.Join(errs...)
 	}
 	disrupting := v.disrupting
+	chosen, w, err := c.startUpgrades(ctx, pool, v, disrupting, pending, now)
+	wait = sooner(wait, w)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	disrupting += chosen
+	pending += chosen
 	budgets := pool.DisruptionSpec().BudgetsOrDefault()
 	for _, cand := range v.candidates {
+		if upgrading(pool) && imageDrifted(cand) {
+			continue // the upgrade's (startUpgrades)
+		}
 		ok, until, err := c.eligible(pool, v, cand.Node, now)
 		wait = sooner(wait, until)
 		if err != nil {
@@ -136,6 +146,16 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 			c.event(n, corev1.EventTypeWarning, "DisruptionRecordUnreadable", fmt.Sprintf(
 				"sluice: the node counts against its pool's budget, but its %s annotation cannot be read (%v); remove it to give the node back", v1alpha1.AnnotationDisruption, err))
 			errs = append(errs, err)
+			continue
+		}
+		if rec != nil && rec.Reason == v1alpha1.ReasonUpgrade && (rec.Phase == disruption.PhaseLaunching || rec.Phase == disruption.PhaseDraining || rec.Phase == disruption.PhaseSoaking) {
+			if rec.Phase == disruption.PhaseLaunching && !names[rec.Replacement] || rec.Phase == disruption.PhaseSoaking && rec.DrainFirst {
+				pending++
+			}
+			if err := c.advanceUpgrade(ctx, pool, n, rec, now); err != nil {
+				errs = append(errs, err)
+			}
+			wait = sooner(wait, c.upgradeRecheck(pool, rec, now))
 			continue
 		}
 		if rec != nil && rec.Phase == disruption.PhaseRemoving && !c.opts.DryRun {

@@ -47,6 +47,8 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.NodePool, v
 		mt := metav1.NewTime(t)
 		status.NextBudgetChange = &mt
 	}
+	status.Upgrade = upgradeStatus(pool, v, now)
+	c.upgradeEvents(pool, pool.Status.Upgrade, status.Upgrade)
 	before := meta.FindStatusCondition(pool.Status.Conditions, ConditionReady)
 	meta.SetStatusCondition(&status.Conditions, ready)
 	meta.SetStatusCondition(&status.Conditions, c.providerCondition(pool))
@@ -93,4 +95,22 @@ func (c *Controller) providerCondition(pool *v1alpha1.NodePool) metav1.Condition
 // clamp32 is n as a status count; counts of nodes never come near the limit.
 func clamp32(n int) int32 {
 	return int32(min(max(n, 0), math.MaxInt32)) //nolint:gosec // clamped on the line
+}
+
+// upgradeEvents tells, on the pool, that its upgrade started, ended or
+// changed phase.
+func (c *Controller) upgradeEvents(pool *v1alpha1.NodePool, before, after *v1alpha1.UpgradeStatus) {
+	if after == nil || before != nil && before.Image == after.Image && before.Phase == after.Phase {
+		return
+	}
+	typ := corev1.EventTypeNormal
+	msg := fmt.Sprintf("sluice: upgrade to image %s: %s, %d of %d nodes upgraded", after.Image, after.Phase, after.Upgraded, after.Nodes)
+	if after.Message != "" {
+		msg += ": " + after.Message
+	}
+	if after.Phase == v1alpha1.UpgradeFailed {
+		typ = corev1.EventTypeWarning
+	}
+	c.event(pool, typ, "Upgrade"+string(after.Phase), msg)
+	c.opts.Log.Info("upgrade phase", "nodepool", pool.Name, "image", after.Image, "phase", after.Phase, "upgraded", after.Upgraded, "nodes", after.Nodes)
 }

@@ -166,6 +166,9 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckImage(template.Image); err != nil {
+		return nil, err
+	}
 	bootDelay, failure := v1alpha1.DefaultKwokBootDelay, v1alpha1.KwokFailureNone
 	if k := pool.Spec.Provider.Kwok; k != nil {
 		if k.BootDelay != nil {

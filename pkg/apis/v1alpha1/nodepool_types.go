@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
@@ -20,6 +21,7 @@ import (
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
 // +kubebuilder:printcolumn:name="Disrupting",type=integer,JSONPath=`.status.disrupting`
 // +kubebuilder:printcolumn:name="Drifted",type=integer,JSONPath=`.status.drifted`
+// +kubebuilder:printcolumn:name="Upgrade",type=string,JSONPath=`.status.upgrade.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="On-Deadline",type=string,JSONPath=`.spec.maintenance.onDeadline`
 // +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.nodeSelector`,priority=1
@@ -104,7 +106,111 @@ type NodePoolSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
+
+	// Upgrade says how the pool rolls to a new node image
+	// (spec.template.image): surge nodes first, each old node drained within
+	// a timeout, soaked, then deleted (docs/upgrades.md). Left out, a new
+	// image is drift like any other template field: each node replaced,
+	// then deleted, as the budgets allow. `sluice upgrade pool` sets it.
+	//
+	// +optional
+	Upgrade *UpgradeSpec `json:"upgrade,omitempty"`
 }
+
+// UpgradeSpec tunes a pool's image upgrades, with the knobs of an AKS node
+// pool upgrade.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.maxSurge) || !has(self.maxUnavailable) || !(string(self.maxSurge) in ['0', '0%'] && string(self.maxUnavailable) in ['0', '0%'])",message="upgrade.maxSurge and upgrade.maxUnavailable are both 0, so no node could ever be upgraded: set maxSurge (new nodes first, such as 33%) or maxUnavailable (nodes drained before their replacement is Ready)"
+type UpgradeSpec struct {
+	// MaxSurge is how many new machines are made ahead of the nodes they
+	// replace: a number, or a percentage of the pool's nodes, rounded up;
+	// default 10%.
+	//
+	// +optional
+	// +kubebuilder:default="10%"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[0-9]{1,2})%$')",message="maxSurge must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 33%"
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+
+	// MaxUnavailable is how many nodes may be drained before their
+	// replacement is Ready: a number, or a percentage of the pool's nodes,
+	// rounded down; default 0.
+	//
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[0-9]{1,2})%$')",message="maxUnavailable must be a number of nodes (0 or more) or a percentage from 0% to 100%, such as 10%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// DrainTimeout is how long one node may take to drain before
+	// UndrainableNodeBehavior applies; default 30m.
+	//
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="drainTimeout must be a duration of at least 10s, such as 30m"
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+
+	// NodeSoakDuration is how long a drained node waits, cordoned and
+	// empty, before it is deleted (a rollback can still uncordon it);
+	// default 0s.
+	//
+	// +optional
+	// +kubebuilder:default="0s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('30m')",message="nodeSoakDuration must be a duration from 0s to 30m"
+	NodeSoakDuration *metav1.Duration `json:"nodeSoakDuration,omitempty"`
+
+	// UndrainableNodeBehavior is what happens to a node still not empty
+	// after DrainTimeout. Schedule (the default) puts it back into service
+	// on its old image, labelled sluice.dev/upgrade-status=Blocked, deletes
+	// its surge node, and goes on: the upgrade ends Failed. Cordon leaves it
+	// cordoned, labelled sluice.dev/upgrade-status=Quarantined, keeps its
+	// surge node, and goes on: the upgrade fails once more than
+	// MaxBlockedNodes are quarantined.
+	//
+	// +optional
+	// +kubebuilder:default=Schedule
+	UndrainableNodeBehavior UndrainableNodeBehavior `json:"undrainableNodeBehavior,omitempty"`
+
+	// MaxBlockedNodes is, with UndrainableNodeBehavior Cordon, how many
+	// nodes may be quarantined before the upgrade fails; default the surge
+	// count.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxBlockedNodes *int32 `json:"maxBlockedNodes,omitempty"`
+
+	// HealthGate adds conditions a new node must meet before the old nodes
+	// it stands in for are drained, beside Ready and its startup taints
+	// lifted.
+	//
+	// +optional
+	HealthGate *HealthGate `json:"healthGate,omitempty"`
+}
+
+// HealthGate is what "healthy" means for a new node.
+type HealthGate struct {
+	// DaemonSetPodsReady waits until every DaemonSet pod on the new node is
+	// Ready (a CNI, a log shipper, a node agent).
+	//
+	// +optional
+	DaemonSetPodsReady bool `json:"daemonSetPodsReady,omitempty"`
+}
+
+// UndrainableNodeBehavior is what an upgrade does with a node that did not
+// drain within its timeout.
+//
+// +kubebuilder:validation:Enum=Schedule;Cordon
+type UndrainableNodeBehavior string
+
+// Undrainable node behaviors.
+const (
+	UndrainableSchedule UndrainableNodeBehavior = "Schedule"
+	UndrainableCordon   UndrainableNodeBehavior = "Cordon"
+)
 
 // ProviderName names what creates and deletes a pool's machines.
 //
@@ -755,12 +861,75 @@ type NodePoolStatus struct {
 	// +optional
 	NextBudgetChange *metav1.Time `json:"nextBudgetChange,omitempty"`
 
+	// Upgrade is the pool's image upgrade as its nodes show it; unset
+	// when every node is on the template's image and none ever was not.
+	//
+	// +optional
+	Upgrade *UpgradeStatus `json:"upgrade,omitempty"`
+
 	// Conditions are the pool's latest observations.
 	//
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// UpgradePhase is where a pool's upgrade stands.
+//
+// +kubebuilder:validation:Enum=Progressing;Paused;Aborted;Succeeded;Failed
+type UpgradePhase string
+
+// Upgrade phases.
+const (
+	UpgradeProgressing UpgradePhase = "Progressing"
+	UpgradePaused      UpgradePhase = "Paused"
+	UpgradeAborted     UpgradePhase = "Aborted"
+	UpgradeSucceeded   UpgradePhase = "Succeeded"
+	UpgradeFailed      UpgradePhase = "Failed"
+)
+
+// UpgradeStatus is a pool's upgrade as the controller last saw it.
+type UpgradeStatus struct {
+	Phase UpgradePhase `json:"phase"`
+	// Image is the image the pool is upgrading to.
+	Image string `json:"image"`
+	// Nodes is how many of the pool's nodes the upgrade concerns (surge
+	// nodes not counted); Upgraded how many of them run Image.
+	Nodes    int32 `json:"nodes"`
+	Upgraded int32 `json:"upgraded"`
+	// InFlight is how many old nodes are being replaced now.
+	InFlight int32 `json:"inFlight"`
+	// Batch is the batch under way (1-based) of Batches.
+	Batch   int32 `json:"batch"`
+	Batches int32 `json:"batches"`
+	// Step says what the upgrade waits for now.
+	//
+	// +optional
+	Step string `json:"step,omitempty"`
+	// StartedAt is when the controller first saw this upgrade.
+	//
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// CompletedAt is when it ended (Succeeded or Failed).
+	//
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// ETA is when the upgrade is expected to end.
+	//
+	// +optional
+	ETA *metav1.Time `json:"eta,omitempty"`
+	// Blocked nodes did not drain in time and were put back (Schedule);
+	// Quarantined ones are left cordoned (Cordon).
+	//
+	// +optional
+	Blocked []string `json:"blocked,omitempty"`
+	// +optional
+	Quarantined []string `json:"quarantined,omitempty"`
+	// Message says why the upgrade is Failed, Paused or Aborted.
+	//
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // AllowedDisruptions is how many more of a pool's nodes may be disrupted now

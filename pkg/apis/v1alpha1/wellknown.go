@@ -25,4 +25,22 @@ const (
 	// AnnotationTemplateHash is the hash of the template fields a Node does
 	// not show (kubelet settings) the node was made from.
 	AnnotationTemplateHash = "sluice.dev/template-hash"
+
+	// AnnotationUpgrade on a NodePool pauses its upgrade (Paused) or
+	// aborts it (Aborted); absent, the upgrade runs.
+	AnnotationUpgrade = "sluice.dev/upgrade"
+	// LabelUpgradeStatus marks a node an upgrade could not drain in time:
+	// Blocked (put back into service) or Quarantined (left cordoned).
+	LabelUpgradeStatus = "sluice.dev/upgrade-status"
+	// AnnotationUpgradeImage, beside LabelUpgradeStatus, names the image
+	// the node was blocked for: an upgrade to another image tries it again.
+	AnnotationUpgradeImage = "sluice.dev/upgrade-image"
+)
+
+// Values of LabelUpgradeStatus and AnnotationUpgrade.
+const (
+	UpgradeStatusBlocked     = "Blocked"
+	UpgradeStatusQuarantined = "Quarantined"
+	UpgradeControlPaused     = "Paused"
+	UpgradeControlAborted    = "Aborted"
 )

@@ -1,0 +1,506 @@
+package nodepool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/termination"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// Queue is the part of the termination queue an upgrade drains through.
+type Queue interface {
+	Submit(termination.Request) (termination.Admission, error)
+	Holds(node, key string) bool
+	Cancel(node string)
+}
+
+// OwnerUpgrade is the cordon owner of a node an upgrade drains: only the
+// upgrade uncordons it (a rollback, a Schedule'd node that would not drain).
+const OwnerUpgrade = "upgrade"
+
+// drainRetry is how long an upgrade drain that ended with pods left waits
+// before it is tried again (within drainTimeout).
+const drainRetry = 10 * time.Second
+
+// upgrading says whether the pool rolls image changes as upgrades: it sets
+// spec.upgrade and a template image.
+func upgrading(pool *v1alpha1.NodePool) bool {
+	return pool.Spec.Upgrade != nil && pool.Spec.Template != nil && pool.Spec.Template.Image != ""
+}
+
+// imageDrifted says whether the candidate's template differences include
+// the image.
+func imageDrifted(cand disruption.Candidate) bool {
+	return cand.Reason == v1alpha1.ReasonDrifted &&
+		slices.ContainsFunc(cand.Differences, func(d disruption.Difference) bool { return d.Field == "image" })
+}
+
+// blockedFor says whether an upgrade to image already gave up on the node
+// (Blocked or Quarantined).
+func blockedFor(n *corev1.Node, image string) bool {
+	return n.Labels[v1alpha1.LabelUpgradeStatus] != "" && n.Annotations[v1alpha1.AnnotationUpgradeImage] == image
+}
+
+// upgradeControl is the pool's pause or abort, "" when the upgrade runs.
+func upgradeControl(pool *v1alpha1.NodePool) string {
+	switch v := pool.Annotations[v1alpha1.AnnotationUpgrade]; v {
+	case v1alpha1.UpgradeControlPaused, v1alpha1.UpgradeControlAborted:
+		return v
+	}
+	return ""
+}
+
+// upgradeRecord reads the node's record when an upgrade owns it (any phase
+// before the deletion controller's).
+func upgradeRecord(n *corev1.Node) *disruption.Record {
+	rec, err := disruption.RecordOf(n)
+	if err != nil || rec == nil || rec.Reason != v1alpha1.ReasonUpgrade || rec.Phase == disruption.PhaseTerminating || rec.Phase == disruption.PhaseRemoving {
+		return nil
+	}
+	return rec
+}
+
+// slots is what the pool's upgrade may start now.
+type slots struct {
+	surge, unavailable int
+	// inFlight counts the old nodes being upgraded; surging those of them
+	// in a surge slot.
+	inFlight, surging int
+}
+
+func upgradeSlots(pool *v1alpha1.NodePool, v *view) (slots, error) {
+	u := pool.Spec.Upgrade
+	var s slots
+	var err error
+	if s.surge, err = u.Surge(v.size); err != nil {
+		return s, err
+	}
+	if s.unavailable, err = u.Unavailable(v.size); err != nil {
+		return s, err
+	}
+	for _, n := range v.nodes {
+		if rec := upgradeRecord(n); rec != nil {
+			s.inFlight++
+			if !rec.DrainFirst {
+				s.surging++
+			}
+		}
+	}
+	return s, nil
+}
+
+// startUpgrades chooses the pool's next image-drifted nodes, oldest first,
+// within maxSurge + maxUnavailable and the budgets for reason Upgrade. It
+// returns how many it chose.
+func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool, v *view, disrupting, pending int, now time.Time) (int, time.Duration, error) {
+	if !upgrading(pool) || upgradeControl(pool) != "" || upgradeFailed(pool, v) != "" {
+		return 0, 0, nil
+	}
+	s, err := upgradeSlots(pool, v)
+	if err != nil {
+		return 0, 0, err
+	}
+	image := pool.Spec.Template.Image
+	var (
+		chosen int
+		wait   time.Duration
+		errs   []error
+	)
+	budgets := pool.DisruptionSpec().BudgetsOrDefault()
+	for _, cand := range v.candidates {
+		if !imageDrifted(cand) || blockedFor(cand.Node, image) {
+			continue
+		}
+		if s.inFlight >= s.surge+s.unavailable {
+			break
+		}
+		ok, until, err := c.eligible(pool, v, cand.Node, now)
+		wait = sooner(wait, until)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !ok {
+			continue
+		}
+		a, err := budget.Allowed(budgets, v.size, disrupting, v1alpha1.ReasonUpgrade, now)
+		if err != nil {
+			return chosen, wait, err
+		}
+		if a.Nodes < 1 {
+			c.event(pool, corev1.EventTypeNormal, "UpgradeWaitsForBudget", fmt.Sprintf(
+				"sluice: the upgrade to %s waits: %d node(s) in flight, and the pool's budgets allow no more disruptions for reason Upgrade now (maxSurge %d + maxUnavailable %d would allow %d)",
+				image, s.inFlight, s.surge, s.unavailable, s.surge+s.unavailable))
+			break
+		}
+		drainFirst := s.surging >= s.surge
+		if !drainFirst {
+			if over := c.overPoolLimits(pool, v, cand.Node, pending); over != "" {
+				c.event(pool, corev1.EventTypeNormal, "LimitReached", "sluice: the upgrade waits to surge: "+over)
+				break
+			}
+		}
+		err = c.chooseUpgrade(ctx, pool, cand, drainFirst, now)
+		if errors.Is(err, errRefused) || errors.Is(err, errUnknownOutcome) {
+			if errors.Is(err, errUnknownOutcome) {
+				errs = append(errs, err)
+			}
+			break
+		}
+		if err != nil {
+			if !errors.Is(err, errMarked) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		chosen++
+		disrupting++
+		s.inFlight++
+		if !drainFirst {
+			s.surging++
+			pending++
+		}
+		wait = launchingRecheck
+	}
+	return chosen, wait, errors.Join(errs...)
+}
+
+// overPoolLimits says which of the pool's limits one more machine would
+// pass, "" when none.
+func (c *Controller) overPoolLimits(pool *v1alpha1.NodePool, v *view, like *corev1.Node, pending int) string {
+	if l := pool.Spec.Limits; l != nil && l.Nodes != nil && len(v.nodes)+pending >= int(*l.Nodes) {
+		return fmt.Sprintf("the pool has %d nodes and %d more on their way, and spec.limits.nodes is %d (a surge node is made before the node it replaces goes)", len(v.nodes), pending, *l.Nodes)
+	}
+	return overLimits(pool.Spec.Limits, v.resources, like.Status.Capacity, pending+1)
+}
+
+// chooseUpgrade marks the node (it counts against the Upgrade budget from
+// now on) and, in a surge slot, asks for its replacement; in an unavailable
+// slot the node is drained first and its replacement asked for once it is
+// empty.
+func (c *Controller) chooseUpgrade(ctx context.Context, pool *v1alpha1.NodePool, cand disruption.Candidate, drainFirst bool, now time.Time) error {
+	n := cand.Node
+	why := fmt.Sprintf("upgrading to image %s (%s)", pool.Spec.Template.Image, describe(cand))
+	if c.opts.DryRun {
+		c.event(n, corev1.EventTypeNormal, "WouldUpgrade", "sluice (dry run): would upgrade the node: "+why)
+		return nil
+	}
+	at := now
+	rec := disruption.Record{Reason: v1alpha1.ReasonUpgrade, Phase: disruption.PhaseLaunching, Since: now, Message: why,
+		Replacement: provider.NewName(pool.Name), LaunchedAt: &at}
+	if drainFirst {
+		rec.Phase, rec.DrainFirst, rec.LaunchedAt, rec.DrainStarted = disruption.PhaseDraining, true, nil, &at
+	}
+	if err := c.markNode(ctx, n, rec); err != nil {
+		if !errors.Is(err, errMarked) && kube.MayHaveApplied(err) {
+			c.mark(n.Name, now)
+			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+		}
+		return err
+	}
+	c.mark(n.Name, now)
+	c.opts.Metrics.decided(pool.Name, v1alpha1.ReasonUpgrade)
+	if drainFirst {
+		c.event(n, corev1.EventTypeNormal, "Upgrading", "sluice: "+why+"; draining the node first (maxUnavailable), its replacement "+rec.Replacement+" follows")
+		c.opts.Log.Info("upgrading node, drain first", "node", n.Name, "nodepool", pool.Name, "replacement", rec.Replacement)
+		return nil
+	}
+	c.event(n, corev1.EventTypeNormal, "Upgrading", "sluice: "+why+"; surge node "+rec.Replacement+" first")
+	c.opts.Log.Info("upgrading node, surge first", "node", n.Name, "nodepool", pool.Name, "replacement", rec.Replacement)
+	return c.launch(ctx, pool, n, rec, now)
+}
+
+// advanceUpgrade moves one node of an upgrade along its record's phases
+// (docs/design/upgrades.md).
+func (c *Controller) advanceUpgrade(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
+	if c.opts.DryRun || !n.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	aborted := upgradeControl(pool) == v1alpha1.UpgradeControlAborted
+	switch rec.Phase {
+	case disruption.PhaseLaunching:
+		if aborted {
+			return c.rollBack(ctx, pool, n, rec, "the upgrade was aborted (sluice upgrade abort)")
+		}
+		repl := &corev1.Node{}
+		err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err == nil && initialized(repl, pool.Spec.Template) {
+			if why := c.unhealthy(pool, repl); why != "" {
+				return nil // the health gate holds: looked at again on the next pass
+			}
+			if rec.LaunchedAt != nil {
+				c.opts.Metrics.replaced(now.Sub(*rec.LaunchedAt))
+			}
+			next := *rec
+			at := now
+			next.Phase, next.DrainStarted = disruption.PhaseDraining, &at
+			c.event(n, corev1.EventTypeNormal, "UpgradeDraining", fmt.Sprintf("sluice: surge node %s is Ready; draining this node (drainTimeout %s)", rec.Replacement, pool.Spec.Upgrade.DrainTimeoutOrDefault()))
+			return c.setRecord(ctx, n, &next)
+		}
+		if err == nil && readyOf(repl) {
+			return nil
+		}
+		return c.checkMachine(ctx, pool, n, rec, now)
+	case disruption.PhaseDraining:
+		if aborted {
+			return c.rollBack(ctx, pool, n, rec, "the upgrade was aborted (sluice upgrade abort)")
+		}
+		return c.drainStep(ctx, pool, n, rec, now)
+	case disruption.PhaseSoaking:
+		if rec.Drained != nil && now.Before(rec.Drained.Add(pool.Spec.Upgrade.SoakOrDefault())) {
+			return nil
+		}
+		if rec.DrainFirst {
+			if _, err := c.machines.CreateMachine(ctx, pool, rec.Replacement); err != nil {
+				c.refused(pool.Name, err, now)
+				return c.rollBack(ctx, pool, n, rec, "the provider refused its replacement: "+err.Error())
+			}
+		}
+		c.forgetDrain(n.Name)
+		c.event(n, corev1.EventTypeNormal, "Upgraded", fmt.Sprintf("sluice: drained%s; deleting the node (its replacement is %s)", soaked(pool), rec.Replacement))
+		uid := n.UID
+		if err := c.kube.Delete(ctx, n, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting upgraded node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+func soaked(pool *v1alpha1.NodePool) string {
+	if d := pool.Spec.Upgrade.SoakOrDefault(); d > 0 {
+		return " and soaked for " + d.String()
+	}
+	return ""
+}
+
+// unhealthy says what keeps a Ready replacement from taking over, "" when
+// nothing does: with the health gate on, a DaemonSet pod on it not Ready.
+func (c *Controller) unhealthy(pool *v1alpha1.NodePool, repl *corev1.Node) string {
+	if !pool.Spec.Upgrade.WaitsForDaemonSets() {
+		return ""
+	}
+	pods, err := c.opts.PodsOn(repl.Name)
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range pods {
+		if owner := ownerKind(p); owner == "DaemonSet" && !podReady(p) {
+			return fmt.Sprintf("DaemonSet pod %s/%s is not Ready", p.Namespace, p.Name)
+		}
+	}
+	return ""
+}
+
+func ownerKind(p *corev1.Pod) string {
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			return o.Kind
+		}
+	}
+	return ""
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// drainStep keeps the node's drain running until it ends, then soaks the
+// node; past drainTimeout the pool's undrainableNodeBehavior applies.
+func (c *Controller) drainStep(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
+	timeout := pool.Spec.Upgrade.DrainTimeoutOrDefault()
+	started := now
+	if rec.DrainStarted != nil {
+		started = *rec.DrainStarted
+	}
+	key := "upgrade/" + string(n.UID)
+	end := c.drainOutcome(n.Name)
+	if end.drained {
+		next := *rec
+		at := now
+		next.Phase, next.Drained = disruption.PhaseSoaking, &at
+		return c.setRecord(ctx, n, &next)
+	}
+	if !now.Before(started.Add(timeout)) {
+		if c.opts.Queue != nil && c.opts.Queue.Holds(n.Name, key) {
+			c.opts.Queue.Cancel(n.Name)
+		}
+		return c.undrainable(ctx, pool, n, rec, fmt.Sprintf("it did not drain within drainTimeout %s%s", timeout, end.why))
+	}
+	if c.opts.Queue == nil || c.opts.Queue.Holds(n.Name, key) || now.Before(end.retryAt) {
+		return nil
+	}
+	name := n.Name
+	opts := drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true, Force: true, CordonOwner: OwnerUpgrade,
+		Deadline: started.Add(timeout), OnDeadline: drain.OnDeadlineStop}
+	_, err := c.opts.Queue.Submit(termination.Request{Node: name, Pool: pool.Name, Reason: termination.Reason(v1alpha1.ReasonUpgrade), Key: key,
+		Options: opts, Done: func(r *drain.Report, err error) { c.drainEnded(name, r, err) }, Released: func() { c.wakePool(pool.Name) }})
+	return err
+}
+
+// undrainable applies the pool's undrainableNodeBehavior to a node that did
+// not drain in time.
+func (c *Controller) undrainable(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, why string) error {
+	image := pool.Spec.Template.Image
+	if pool.Spec.Upgrade.Behavior() == v1alpha1.UndrainableCordon {
+		// Quarantined: left cordoned for a person to look at; its surge
+		// node stays as its capacity.
+		if err := c.patchNode(ctx, n, func(m *corev1.Node) {
+			setLabel(m, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusQuarantined)
+			setAnnotation(m, v1alpha1.AnnotationUpgradeImage, image)
+		}); err != nil {
+			return err
+		}
+		c.forgetDrain(n.Name)
+		c.event(n, corev1.EventTypeWarning, "UpgradeQuarantined", fmt.Sprintf(
+			"sluice: %s; the node stays cordoned on its old image, labelled %s=%s (undrainableNodeBehavior Cordon), and surge node %s stays in its place; `sluice doctor` names what holds its pods",
+			why, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusQuarantined, rec.Replacement))
+		return c.setRecord(ctx, n, nil)
+	}
+	// Labelled first: a controller killed before the rollback finishes it
+	// on the next pass, and never chooses the node again for this image.
+	if err := c.patchNode(ctx, n, func(m *corev1.Node) {
+		setLabel(m, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked)
+		setAnnotation(m, v1alpha1.AnnotationUpgradeImage, image)
+	}); err != nil {
+		return err
+	}
+	return c.rollBack(ctx, pool, n, rec, why+fmt.Sprintf("; labelled %s=%s (undrainableNodeBehavior Schedule), its surge node %s is removed",
+		v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked, rec.Replacement))
+}
+
+// rollBack gives the node back to service on its old image: its drain is
+// canceled, its upgrade cordon lifted, its replacement removed (drained, as
+// any node, if it has pods by now) and its record taken away.
+func (c *Controller) rollBack(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, why string) error {
+	if c.opts.Queue != nil {
+		c.opts.Queue.Cancel(n.Name)
+	}
+	if n.Spec.Unschedulable {
+		var uerr error
+		if err := c.patchNode(ctx, n, func(m *corev1.Node) { _, uerr = drain.Uncordon(m, OwnerUpgrade, c.clock.Now()) }); err != nil {
+			return err
+		}
+		if uerr != nil {
+			return uerr // the canceled drain still holds its claim: the next pass tries again
+		}
+	}
+	if err := c.removeReplacement(ctx, pool, rec); err != nil {
+		return err
+	}
+	c.forgetDrain(n.Name)
+	c.event(n, corev1.EventTypeWarning, "UpgradeRolledBack", "sluice: the node stays in service on its old image: "+why)
+	c.event(pool, corev1.EventTypeWarning, "UpgradeRolledBack", fmt.Sprintf("sluice: node %s stays on its old image: %s", n.Name, why))
+	c.opts.Log.Info("upgrade of node rolled back", "node", n.Name, "nodepool", pool.Name, "why", why)
+	return c.setRecord(ctx, n, nil)
+}
+
+// removeReplacement takes away the replacement the record names: a Node is
+// marked Removing (deleted and drained next); a machine that is not a Node
+// yet is deleted.
+func (c *Controller) removeReplacement(ctx context.Context, pool *v1alpha1.NodePool, rec *disruption.Record) error {
+	if rec.Replacement == "" {
+		return nil
+	}
+	repl := &corev1.Node{}
+	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
+	switch {
+	case apierrors.IsNotFound(err):
+		if rec.DrainFirst && rec.Phase != disruption.PhaseSoaking {
+			return nil // never asked for
+		}
+		if err := c.machines.DeleteMachine(ctx, pool, rec.Replacement); err != nil && !provider.IsNotFound(err) {
+			return fmt.Errorf("deleting replacement machine %s: %w", rec.Replacement, err)
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	if r, _ := disruption.RecordOf(repl); r != nil || !repl.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	now := c.clock.Now()
+	return c.setRecord(ctx, repl, &disruption.Record{Reason: v1alpha1.ReasonUpgrade, Phase: disruption.PhaseRemoving, Since: now,
+		Message: "the surge node of an upgrade that was rolled back"})
+}
+
+// patchNode applies change to a copy of the node and writes the difference
+// as a merge patch.
+func (c *Controller) patchNode(ctx context.Context, cached *corev1.Node, change func(*corev1.Node)) error {
+	n := cached.DeepCopy()
+	orig := n.DeepCopy()
+	change(n)
+	if err := c.kube.Patch(ctx, n, client.MergeFrom(orig), client.FieldOwner("sluice")); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patching node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+func setLabel(n *corev1.Node, k, v string) {
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[k] = v
+}
+
+func setAnnotation(n *corev1.Node, k, v string) {
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[k] = v
+}
+
+// drainEnd is how a node's last upgrade drain ended.
+type drainEnd struct {
+	drained bool
+	retryAt time.Time
+	why     string
+}
+
+func (c *Controller) drainEnded(node string, r *drain.Report, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil && r != nil && len(r.Nodes) == 1 && r.Nodes[0].Outcome == drain.NodeDrained {
+		c.drains[node] = drainEnd{drained: true}
+		return
+	}
+	end := drainEnd{retryAt: c.clock.Now().Add(drainRetry)}
+	switch {
+	case err != nil:
+		end.why = ": " + err.Error()
+	case r != nil && len(r.Nodes) == 1:
+		end.why = ": " + r.Nodes[0].Message + ": " + drain.Summary(r.Nodes[0].Left(), 5)
+	}
+	c.drains[node] = end
+}
+
+func (c *Controller) drainOutcome(node string) drainEnd {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.drains[node]
+}
+
+func (c *Controller) forgetDrain(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.drains, node)
+}

@@ -1,0 +1,186 @@
+package nodepool
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// upgradeRecheck is when a node of an upgrade should be looked at again
+// without an event to wake the pool: a drain's timeout, a soak's end.
+func (c *Controller) upgradeRecheck(pool *v1alpha1.NodePool, rec *disruption.Record, now time.Time) time.Duration {
+	switch rec.Phase {
+	case disruption.PhaseDraining:
+		if rec.DrainStarted != nil {
+			return min(launchingRecheck*2, max(rec.DrainStarted.Add(pool.Spec.Upgrade.DrainTimeoutOrDefault()).Sub(now), time.Second))
+		}
+	case disruption.PhaseSoaking:
+		if rec.Drained != nil {
+			return max(rec.Drained.Add(pool.Spec.Upgrade.SoakOrDefault()).Sub(now), 100*time.Millisecond)
+		}
+	}
+	return launchingRecheck
+}
+
+// upgradeFailed says why the pool's upgrade has failed for good, "" when it
+// has not: with Cordon, more nodes quarantined than maxBlockedNodes.
+func upgradeFailed(pool *v1alpha1.NodePool, v *view) string {
+	if !upgrading(pool) || pool.Spec.Upgrade.Behavior() != v1alpha1.UndrainableCordon {
+		return ""
+	}
+	image := pool.Spec.Template.Image
+	var quarantined []string
+	for _, n := range v.nodes {
+		if blockedFor(n, image) && n.Labels[v1alpha1.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined {
+			quarantined = append(quarantined, n.Name)
+		}
+	}
+	surge, _ := pool.Spec.Upgrade.Surge(v.size)
+	if limit := pool.Spec.Upgrade.MaxBlocked(surge); len(quarantined) > limit {
+		return fmt.Sprintf("%d nodes are quarantined (%s), more than maxBlockedNodes %d: no more nodes are upgraded; fix what holds their pods (`sluice doctor`), then run `sluice upgrade pool %s --image %s` again",
+			len(quarantined), strings.Join(quarantined, ", "), limit, pool.Name, image)
+	}
+	return ""
+}
+
+// upgradeStatus derives the pool's upgrade from its nodes: nil when the
+// pool does not upgrade, or every node is on the template's image and no
+// upgrade was ever seen.
+func upgradeStatus(pool *v1alpha1.NodePool, v *view, now time.Time) *v1alpha1.UpgradeStatus {
+	if !upgrading(pool) {
+		return nil
+	}
+	image := pool.Spec.Template.Image
+	prev := pool.Status.Upgrade
+	st := &v1alpha1.UpgradeStatus{Image: image}
+	var draining, soaking, launching []string
+	remaining := 0
+	for _, n := range v.nodes {
+		if v.replacements[n.Name] {
+			continue // a surge node counts once the node it replaces is gone
+		}
+		st.Nodes++
+		switch {
+		case n.Annotations[v1alpha1.AnnotationImage] == image && !imageDriftedNode(pool, n):
+			st.Upgraded++
+		case blockedFor(n, image) && n.Labels[v1alpha1.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
+			st.Quarantined = append(st.Quarantined, n.Name)
+		case blockedFor(n, image):
+			st.Blocked = append(st.Blocked, n.Name)
+		default:
+			remaining++
+		}
+		if rec := upgradeRecord(n); rec != nil {
+			st.InFlight++
+			switch rec.Phase {
+			case disruption.PhaseLaunching:
+				launching = append(launching, n.Name)
+			case disruption.PhaseDraining:
+				draining = append(draining, n.Name)
+			case disruption.PhaseSoaking:
+				soaking = append(soaking, n.Name)
+			}
+		}
+	}
+	if remaining == 0 && len(st.Blocked) == 0 && len(st.Quarantined) == 0 && (prev == nil || prev.Image != image) {
+		return nil // nothing to upgrade, and no upgrade to this image seen
+	}
+	batch := batchSize(pool, v.size)
+	st.Batches = clamp32(ceilDiv(int(st.Nodes), batch))
+	st.Batch = clamp32(min(int(st.Upgraded)/batch+1, int(st.Batches)))
+	st.StartedAt = &metav1.Time{Time: now}
+	if prev != nil && prev.Image == image && prev.StartedAt != nil {
+		st.StartedAt = prev.StartedAt
+	}
+	switch failed := upgradeFailed(pool, v); {
+	case failed != "":
+		st.Phase, st.Message = v1alpha1.UpgradeFailed, failed
+	case remaining == 0 && st.InFlight == 0 && len(st.Blocked)+len(st.Quarantined) > 0:
+		st.Phase = v1alpha1.UpgradeFailed
+		st.Message = fmt.Sprintf("%d node(s) did not drain within drainTimeout and stay on their old image: %s", len(st.Blocked)+len(st.Quarantined),
+			strings.Join(append(slices.Clone(st.Blocked), st.Quarantined...), ", "))
+	case remaining == 0 && st.InFlight == 0:
+		st.Phase = v1alpha1.UpgradeSucceeded
+	case upgradeControl(pool) == v1alpha1.UpgradeControlPaused:
+		st.Phase, st.Message = v1alpha1.UpgradePaused, "paused by sluice upgrade pause: nodes in flight finish, no new one starts; sluice upgrade resume goes on"
+	case upgradeControl(pool) == v1alpha1.UpgradeControlAborted:
+		st.Phase, st.Message = v1alpha1.UpgradeAborted, "aborted by sluice upgrade abort: nodes in flight were rolled back; sluice upgrade resume starts again"
+	default:
+		st.Phase = v1alpha1.UpgradeProgressing
+	}
+	if st.Phase == v1alpha1.UpgradeSucceeded || st.Phase == v1alpha1.UpgradeFailed {
+		st.CompletedAt = &metav1.Time{Time: now}
+		if prev != nil && prev.Image == image && prev.CompletedAt != nil && prev.Phase == st.Phase {
+			st.CompletedAt = prev.CompletedAt
+		}
+	}
+	st.Step = step(launching, draining, soaking, pool)
+	st.ETA = eta(st, remaining, batch, now)
+	if prev != nil && prev.ETA != nil && st.ETA != nil && st.ETA.Sub(prev.ETA.Time).Abs() < 5*time.Second {
+		st.ETA = prev.ETA // no status write for a few seconds' wobble
+	}
+	return st
+}
+
+// imageDriftedNode says whether the node's image differs from the template
+// in the way Drift reads it (nodes sluice did not make show it in a label).
+func imageDriftedNode(pool *v1alpha1.NodePool, n *corev1.Node) bool {
+	for _, d := range disruption.Drift(n, pool.Spec.Template, "") {
+		if d.Field == "image" {
+			return true
+		}
+	}
+	return false
+}
+
+// batchSize is how many nodes the upgrade takes at once: surge plus
+// unavailable, at least 1.
+func batchSize(pool *v1alpha1.NodePool, size int) int {
+	surge, _ := pool.Spec.Upgrade.Surge(size)
+	unavailable, _ := pool.Spec.Upgrade.Unavailable(size)
+	return max(surge+unavailable, 1)
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// step says what the upgrade waits on now.
+func step(launching, draining, soaking []string, pool *v1alpha1.NodePool) string {
+	var parts []string
+	if len(launching) > 0 {
+		parts = append(parts, fmt.Sprintf("%d surge node(s) booting for %s", len(launching), names(launching)))
+	}
+	if len(draining) > 0 {
+		parts = append(parts, fmt.Sprintf("draining %s (drainTimeout %s)", names(draining), pool.Spec.Upgrade.DrainTimeoutOrDefault()))
+	}
+	if len(soaking) > 0 {
+		parts = append(parts, fmt.Sprintf("soaking %s (%s)", names(soaking), pool.Spec.Upgrade.SoakOrDefault()))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func names(ns []string) string {
+	if len(ns) > 3 {
+		return strings.Join(ns[:3], ", ") + fmt.Sprintf(" and %d more", len(ns)-3)
+	}
+	return strings.Join(ns, ", ")
+}
+
+// eta extrapolates the batches done so far to the ones left; nil before
+// the first node is done, or once the upgrade has ended.
+func eta(st *v1alpha1.UpgradeStatus, remaining, batch int, now time.Time) *metav1.Time {
+	if st.CompletedAt != nil || st.Upgraded == 0 || st.StartedAt == nil || remaining+int(st.InFlight) == 0 {
+		return nil
+	}
+	elapsed := now.Sub(st.StartedAt.Time)
+	perNode := elapsed / time.Duration(st.Upgraded)
+	left := ceilDiv(remaining, batch) * batch
+	t := metav1.NewTime(now.Add(perNode * time.Duration(left)).Truncate(time.Second))
+	return &t
+}

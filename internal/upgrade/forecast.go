@@ -1,0 +1,368 @@
+// Package upgrade forecasts a NodePool's image upgrade before anything
+// changes: how many batches, how long each takes and the whole, and every
+// node that will block, with the fix. It reads what the controller reads
+// (nodes, pods, PodDisruptionBudgets, the pool) and models the controller's
+// own steps: surge nodes boot, old nodes drain within the budgets' waves,
+// soak, and go. docs/design/upgrades.md says how.
+package upgrade
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/doctor"
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// Overheads measured on the sandbox (make bench BENCH=Upgrade): what a step
+// costs beside the time the pool's settings and pods name.
+const (
+	// registration is from a machine's boot to its Node Ready and seen.
+	registration = 2 * time.Second
+	// evictionLag is from a replacement pod turning Ready to its budget
+	// allowing the next eviction (the disruption controller's update) and
+	// the drain's next try.
+	evictionLag = 2 * time.Second
+	// deletion is from an empty node's deletion to its Node being gone and
+	// the next node chosen.
+	deletion = 3 * time.Second
+	// podStart is a replacement pod's scheduling and start before its
+	// readiness delay.
+	podStart = time.Second
+)
+
+// Input is what the forecast reads.
+type Input struct {
+	Pool *v1alpha1.NodePool
+	// Members are the pool's nodes; Nodes every node (room for pods).
+	Members []*corev1.Node
+	Nodes   []corev1.Node
+	Pods    []corev1.Pod
+	PDBs    []policyv1.PodDisruptionBudget
+	// Image is the image to upgrade to.
+	Image string
+	// Boot is how long the provider takes to make a machine (kwok: the
+	// pool's bootDelay).
+	Boot time.Duration
+	Now  time.Time
+}
+
+// Forecast is the prediction.
+type Forecast struct {
+	Pool  string `json:"pool"`
+	Image string `json:"image"`
+	// Nodes to upgrade, oldest first (as the controller takes them).
+	Nodes       []string `json:"nodes"`
+	Surge       int      `json:"surge"`
+	Unavailable int      `json:"unavailable"`
+	// BatchSize is surge + unavailable, or less when a budget caps it
+	// (CappedBy names the budget).
+	BatchSize int           `json:"batchSize"`
+	CappedBy  string        `json:"cappedBy,omitempty"`
+	Batches   []Batch       `json:"batches"`
+	Total     time.Duration `json:"total"`
+	Blockers  []Blocker     `json:"blockers"`
+	// Assumptions say what the times rest on.
+	Assumptions []string `json:"assumptions"`
+}
+
+// Batch is one round of the rollout.
+type Batch struct {
+	Nodes []string      `json:"nodes"`
+	Boot  time.Duration `json:"boot"`
+	Drain time.Duration `json:"drain"`
+	Soak  time.Duration `json:"soak"`
+	Total time.Duration `json:"total"`
+	// Slowest says what makes the drain take Drain.
+	Slowest string `json:"slowest,omitempty"`
+}
+
+// Blocker is a node the upgrade will not be able to take as things stand.
+type Blocker struct {
+	Node    string `json:"node"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	Fix     string `json:"fix,omitempty"`
+	// Outcome is what the upgrade will do with it: wait (never chosen),
+	// or the pool's undrainableNodeBehavior after drainTimeout.
+	Outcome string `json:"outcome"`
+}
+
+// Predict forecasts the upgrade of in.Pool to in.Image.
+func Predict(in Input) (*Forecast, error) {
+	pool, u := in.Pool, in.Pool.Spec.Upgrade
+	f := &Forecast{Pool: pool.Name, Image: in.Image, Blockers: []Blocker{}}
+	size := len(in.Members)
+	var err error
+	if f.Surge, err = u.Surge(size); err != nil {
+		return nil, fmt.Errorf("spec.upgrade.maxSurge %w", err)
+	}
+	if f.Unavailable, err = u.Unavailable(size); err != nil {
+		return nil, fmt.Errorf("spec.upgrade.maxUnavailable %w", err)
+	}
+	if size > 0 && f.Surge+f.Unavailable == 0 {
+		return nil, fmt.Errorf("spec.upgrade.maxSurge and maxUnavailable come to 0 nodes of %d: no node could be upgraded", size)
+	}
+	f.BatchSize = max(f.Surge+f.Unavailable, 1)
+	if a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), size, 0, v1alpha1.ReasonUpgrade, in.Now); err == nil && a.Nodes < f.BatchSize {
+		f.BatchSize, f.CappedBy = max(a.Nodes, 0), "the pool's size"
+		if a.Budget != nil {
+			f.CappedBy = fmt.Sprintf("%q (%d node(s))", a.Budget.String(), a.Limit)
+		}
+	}
+	pods := podsByNode(in.Pods)
+	var old []*corev1.Node
+	for _, n := range in.Members {
+		if n.Annotations[v1alpha1.AnnotationImage] != in.Image && n.DeletionTimestamp == nil {
+			old = append(old, n)
+		}
+	}
+	slices.SortFunc(old, func(a, b *corev1.Node) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
+	})
+	pdbs := make([]*policyv1.PodDisruptionBudget, len(in.PDBs))
+	for i := range in.PDBs {
+		pdbs[i] = &in.PDBs[i]
+	}
+	blocked := map[string]bool{}
+	for _, n := range old {
+		for _, b := range nodeBlockers(pool, n, pods[n.Name], pdbs, in.Now) {
+			f.Blockers = append(f.Blockers, b)
+			blocked[n.Name] = true
+		}
+	}
+	for _, n := range old {
+		f.Nodes = append(f.Nodes, n.Name)
+	}
+	if f.BatchSize == 0 {
+		f.Blockers = append(f.Blockers, Blocker{Reason: "BudgetAllowsNone", Outcome: "wait",
+			Message: fmt.Sprintf("the pool's budget %s allows no disruption for reason Upgrade now", f.CappedBy),
+			Fix:     "add a budget for reason Upgrade, or wait for the budget's window"})
+		return f, nil
+	}
+	f.roomBlockers(in, old, blocked)
+	f.schedule(in, old, pods, pdbs, blocked)
+	f.Assumptions = []string{
+		fmt.Sprintf("a new machine boots in %s (the provider's boot time) and is Ready %s later", in.Boot, registration),
+		"an evicted pod takes its whole terminationGracePeriodSeconds to exit (pods that exit sooner make the drain quicker)",
+		"a replacement pod is Ready after its readiness probe's initialDelaySeconds",
+	}
+	return f, nil
+}
+
+// nodeBlockers names what will keep the node from being upgraded: a
+// protection keeps the controller from choosing it; a budget that can never
+// allow, or pods under several budgets, keep its drain from finishing.
+func nodeBlockers(pool *v1alpha1.NodePool, n *corev1.Node, pods []*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, now time.Time) []Blocker {
+	behavior := fmt.Sprintf("%s after drainTimeout %s", pool.Spec.Upgrade.Behavior(), pool.Spec.Upgrade.DrainTimeoutOrDefault())
+	var out []Blocker
+	if p := disruption.Protected(pool, n, pods, now); p != nil && p.Until.IsZero() {
+		out = append(out, Blocker{Node: n.Name, Reason: p.Reason, Message: p.Message, Outcome: "wait (never chosen)",
+			Fix: "remove the do-not-disrupt annotation, or upgrade the node by hand"})
+	}
+	seen := map[string]bool{}
+	for _, p := range pods {
+		if !evicted(p) {
+			continue
+		}
+		budgets := drain.BudgetsFor(p, pdbs)
+		if len(budgets) > 1 && !seen["multi/"+p.Namespace] {
+			seen["multi/"+p.Namespace] = true
+			out = append(out, Blocker{Node: n.Name, Reason: string(drain.ReasonMultiplePDBs), Outcome: behavior,
+				Message: fmt.Sprintf("pod %s/%s is selected by %d PodDisruptionBudgets; the Eviction API refuses it", p.Namespace, p.Name, len(budgets)),
+				Fix:     "make the budgets' selectors disjoint"})
+		}
+		for _, b := range budgets {
+			if msg, dead := drain.BudgetDeadlock(b, p); dead && !seen[b.Namespace+"/"+b.Name] {
+				seen[b.Namespace+"/"+b.Name] = true
+				out = append(out, Blocker{Node: n.Name, Reason: string(drain.ReasonPDBDeadlock), Outcome: behavior,
+					Message: fmt.Sprintf("pod %s/%s: poddisruptionbudget %s/%s: %s", p.Namespace, p.Name, b.Namespace, b.Name, msg)})
+			}
+		}
+	}
+	return out
+}
+
+// roomBlockers asks the doctor, batch by batch, whether the pods of the
+// batch's nodes fit on the nodes left plus the batch's surge nodes (copies of
+// the nodes they replace), and names the nodes whose pods do not.
+func (f *Forecast) roomBlockers(in Input, old []*corev1.Node, blocked map[string]bool) {
+	nodes := slices.Clone(in.Nodes)
+	for start := 0; start < len(old); start += f.BatchSize {
+		batch := old[start:min(start+f.BatchSize, len(old))]
+		targets := make([]string, len(batch))
+		for i, n := range batch {
+			targets[i] = n.Name
+			if i < f.Surge {
+				nodes = append(nodes, surgeNode(n, i, start))
+			}
+		}
+		rep := doctor.Diagnose(doctor.Input{Nodes: nodes, Pods: in.Pods, PDBs: in.PDBs, Targets: targets, Now: in.Now})
+		for _, fd := range rep.Findings {
+			if fd.Code == doctor.CodeNoRoom && fd.Node != "" && !blocked[fd.Node] {
+				blocked[fd.Node] = true
+				f.Blockers = append(f.Blockers, Blocker{Node: fd.Node, Reason: fd.Code, Message: fd.Object + " " + fd.Message, Fix: fd.Fix,
+					Outcome: fmt.Sprintf("%s after drainTimeout %s", in.Pool.Spec.Upgrade.Behavior(), in.Pool.Spec.Upgrade.DrainTimeoutOrDefault())})
+			}
+		}
+	}
+}
+
+// surgeNode is a new, empty node like n.
+func surgeNode(n *corev1.Node, i, start int) corev1.Node {
+	c := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("surge-%d-%d", start, i), Labels: n.Labels}, Status: corev1.NodeStatus{
+		Allocatable: n.Status.Allocatable, Capacity: n.Status.Capacity,
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	c.Spec.Taints = slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool { return strings.HasPrefix(t.Key, "node.kubernetes.io/") })
+	return c
+}
+
+// schedule times the batches: surge nodes boot, the batch's nodes drain in
+// waves their budgets allow, soak, and go. A blocked node costs its
+// drainTimeout (it is waited for, then given up).
+func (f *Forecast) schedule(in Input, old []*corev1.Node, pods map[string][]*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, blocked map[string]bool) {
+	u := in.Pool.Spec.Upgrade
+	soak := u.SoakOrDefault()
+	var chosen []*corev1.Node
+	for _, n := range old {
+		if !blocked[n.Name] || !strings.HasPrefix(blockerOutcome(f.Blockers, n.Name), "wait") {
+			chosen = append(chosen, n)
+		}
+	}
+	for start := 0; start < len(chosen); start += f.BatchSize {
+		nodes := chosen[start:min(start+f.BatchSize, len(chosen))]
+		b := Batch{Soak: soak}
+		for _, n := range nodes {
+			b.Nodes = append(b.Nodes, n.Name)
+		}
+		if f.Surge > 0 {
+			b.Boot = in.Boot + registration
+		}
+		b.Drain, b.Slowest = drainTime(nodes, pods, pdbs)
+		for _, n := range nodes {
+			if blocked[n.Name] {
+				b.Drain, b.Slowest = u.DrainTimeoutOrDefault(), n.Name+" blocks until drainTimeout"
+			}
+		}
+		b.Total = b.Boot + b.Drain + soak + deletion
+		f.Batches = append(f.Batches, b)
+		f.Total += b.Total
+	}
+}
+
+func blockerOutcome(bs []Blocker, node string) string {
+	for _, b := range bs {
+		if b.Node == node {
+			return b.Outcome
+		}
+	}
+	return ""
+}
+
+// drainTime is how long the batch's nodes take to drain together: each
+// budget lets its pods on them go in waves of what it allows, each wave
+// waiting for the last one's replacements to be Ready; the last wave then
+// takes its pods' grace to exit. Pods under no budget go at once.
+func drainTime(nodes []*corev1.Node, pods map[string][]*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) (time.Duration, string) {
+	type chain struct {
+		pods        int
+		allowed     int
+		start, exit time.Duration
+	}
+	chains := map[string]*chain{}
+	var longest time.Duration
+	slowest := ""
+	for _, n := range nodes {
+		for _, p := range pods[n.Name] {
+			if !evicted(p) {
+				continue
+			}
+			exit := grace(p)
+			key, allowed := "", math.MaxInt
+			if bs := drain.BudgetsFor(p, pdbs); len(bs) == 1 {
+				key, allowed = bs[0].Namespace+"/"+bs[0].Name, max(int(bs[0].Status.DisruptionsAllowed), 1)
+			}
+			if key == "" {
+				if exit > longest {
+					longest, slowest = exit, fmt.Sprintf("pod %s/%s's grace %s", p.Namespace, p.Name, exit)
+				}
+				continue
+			}
+			c := chains[key]
+			if c == nil {
+				c = &chain{allowed: allowed}
+				chains[key] = c
+			}
+			c.pods++
+			c.start, c.exit = max(c.start, readyAfter(p)), max(c.exit, exit)
+		}
+	}
+	for key, c := range chains {
+		waves := (c.pods + c.allowed - 1) / c.allowed
+		d := time.Duration(waves-1)*(podStart+c.start+evictionLag) + c.exit
+		if d > longest {
+			longest, slowest = d, fmt.Sprintf("poddisruptionbudget %s: %d pods in %d wave(s) of %d", key, c.pods, waves, c.allowed)
+		}
+	}
+	return longest + evictionLag, slowest
+}
+
+// evicted says whether an upgrade drain moves the pod (DaemonSet, mirror,
+// finished and terminating pods stay).
+func evicted(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	if o := metav1.GetControllerOf(p); o != nil && o.Kind == "DaemonSet" {
+		return false
+	}
+	return true
+}
+
+func grace(p *corev1.Pod) time.Duration {
+	if p.Spec.TerminationGracePeriodSeconds == nil {
+		return 30 * time.Second
+	}
+	return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
+}
+
+// readyAfter is how long a pod like p takes from start to Ready: the
+// longest startup plus readiness probe initial delay of its containers.
+func readyAfter(p *corev1.Pod) time.Duration {
+	var d time.Duration
+	for _, c := range p.Spec.Containers {
+		var s int32
+		if c.StartupProbe != nil {
+			s += c.StartupProbe.InitialDelaySeconds
+		}
+		if c.ReadinessProbe != nil {
+			s += c.ReadinessProbe.InitialDelaySeconds
+		}
+		d = max(d, time.Duration(s)*time.Second)
+	}
+	return d
+}
+
+func podsByNode(pods []corev1.Pod) map[string][]*corev1.Pod {
+	out := map[string][]*corev1.Pod{}
+	for i := range pods {
+		if n := pods[i].Spec.NodeName; n != "" {
+			out[n] = append(out[n], &pods[i])
+		}
+	}
+	return out
+}
