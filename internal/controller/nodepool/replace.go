@@ -149,7 +149,7 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 			continue
 		}
 		if rec != nil && rec.Reason == v1alpha1.ReasonUpgrade && (rec.Phase == disruption.PhaseLaunching || rec.Phase == disruption.PhaseDraining || rec.Phase == disruption.PhaseSoaking) {
-			if rec.Phase == disruption.PhaseLaunching && !names[rec.Replacement] || rec.Phase == disruption.PhaseSoaking && rec.DrainFirst {
+			if !names[rec.Replacement] && (rec.Phase == disruption.PhaseLaunching || rec.DrainFirst && rec.LaunchedAt != nil) {
 				pending++
 			}
 			if err := c.advanceUpgrade(ctx, pool, n, rec, now); err != nil {

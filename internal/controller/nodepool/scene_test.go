@@ -145,6 +145,14 @@ func (s *scene) start(t *testing.T) { s.startWith(t, nil) }
 // startWith runs the controller with its options adjusted by edit.
 func (s *scene) startWith(t *testing.T, edit func(*controller.Options)) {
 	t.Helper()
+	stop := s.run(t, edit)
+	t.Cleanup(stop)
+}
+
+// run starts a controller and returns what stops it (as a killed leader
+// stops: its context canceled, nothing written on the way out).
+func (s *scene) run(t *testing.T, edit func(*controller.Options)) (stop func()) {
+	t.Helper()
 	opts := controller.Options{
 		Identity:            "test-" + t.Name(),
 		Workers:             4,
@@ -176,7 +184,8 @@ func (s *scene) startWith(t *testing.T, edit func(*controller.Options)) {
 			t.Errorf("controller: %v", err)
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
 }
 
 // nodes lists the pool's nodes, those being deleted included.
@@ -258,6 +267,8 @@ type auditor struct {
 	unschedulable   []string
 	seenReady       map[string]bool
 	samples         int
+	// minServing is the fewest Ready, schedulable, undeleted nodes seen.
+	minServing int
 	stop            chan struct{}
 	done            chan struct{}
 	nodesEverInPool map[string]bool
@@ -265,7 +276,7 @@ type auditor struct {
 
 func (s *scene) audit(t *testing.T) *auditor {
 	t.Helper()
-	a := &auditor{seenReady: map[string]bool{}, nodesEverInPool: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	a := &auditor{seenReady: map[string]bool{}, nodesEverInPool: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{}), minServing: -1}
 	go func() {
 		defer close(a.done)
 		tick := time.NewTicker(100 * time.Millisecond)
@@ -302,10 +313,13 @@ func (a *auditor) sample(s *scene) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.samples++
-	out := 0
+	out, serving := 0, 0
 	for _, n := range nodes {
 		a.nodesEverInPool[n.Name] = true
 		r := ready(n)
+		if r && !n.Spec.Unschedulable && n.DeletionTimestamp == nil {
+			serving++
+		}
 		if r {
 			a.seenReady[n.Name] = true
 		}
@@ -315,6 +329,9 @@ func (a *auditor) sample(s *scene) {
 		}
 	}
 	a.maxDisrupting = max(a.maxDisrupting, out)
+	if a.minServing < 0 || serving < a.minServing {
+		a.minServing = serving
+	}
 	var pdb policyv1.PodDisruptionBudget
 	if err := s.kube.Get(ctx, client.ObjectKey{Namespace: s.env.Namespace, Name: "web"}, &pdb); err == nil &&
 		pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.DesiredHealthy > 0 && pdb.Status.CurrentHealthy < pdb.Status.DesiredHealthy {

@@ -92,7 +92,9 @@ func upgradeSlots(pool *v1alpha1.NodePool, v *view) (slots, error) {
 		return s, err
 	}
 	for _, n := range v.nodes {
-		if rec := upgradeRecord(n); rec != nil {
+		// A node stays in flight until it is gone: its deletion (the
+		// deletion controller's Terminating) still takes it out of service.
+		if rec, err := disruption.RecordOf(n); err == nil && rec != nil && rec.Reason == v1alpha1.ReasonUpgrade && rec.Phase != disruption.PhaseRemoving {
 			s.inFlight++
 			if !rec.DrainFirst {
 				s.surging++
@@ -266,9 +268,11 @@ func (c *Controller) advanceUpgrade(ctx context.Context, pool *v1alpha1.NodePool
 			return nil
 		}
 		if rec.DrainFirst {
-			if _, err := c.machines.CreateMachine(ctx, pool, rec.Replacement); err != nil {
-				c.refused(pool.Name, err, now)
-				return c.rollBack(ctx, pool, n, rec, "the provider refused its replacement: "+err.Error())
+			// The drained node stays, cordoned and empty, until its
+			// replacement serves: the pool's count (and a rollback) never
+			// loses it.
+			if ready, err := c.replacementServes(ctx, pool, n, rec, now); !ready || err != nil {
+				return err
 			}
 		}
 		c.forgetDrain(n.Name)
@@ -279,6 +283,45 @@ func (c *Controller) advanceUpgrade(ctx context.Context, pool *v1alpha1.NodePool
 		}
 	}
 	return nil
+}
+
+// replacementServes asks for a drain-first node's replacement once, and
+// says whether it is a node ready for work; a replacement refused, failed
+// or not joined within the registration timeout rolls the node back.
+func (c *Controller) replacementServes(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) (bool, error) {
+	repl := &corev1.Node{}
+	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	if err == nil && initialized(repl, pool.Spec.Template) && c.unhealthy(pool, repl) == "" {
+		return true, nil
+	}
+	if rec.LaunchedAt == nil {
+		if _, err := c.machines.CreateMachine(ctx, pool, rec.Replacement); err != nil {
+			c.refused(pool.Name, err, now)
+			return false, c.rollBack(ctx, pool, n, rec, "the provider refused its replacement: "+err.Error())
+		}
+		next := *rec
+		at := now
+		next.LaunchedAt = &at
+		return false, c.setRecord(ctx, n, &next)
+	}
+	m, gerr := c.machines.GetMachine(ctx, pool, rec.Replacement)
+	switch {
+	case gerr != nil && !provider.IsNotFound(gerr):
+		return false, gerr
+	case provider.IsNotFound(gerr):
+		// Lost (a controller killed between the record and the request):
+		// asked again by the same name.
+		_, err := c.machines.CreateMachine(ctx, pool, rec.Replacement)
+		return false, err
+	case m.State == provider.StateFailed:
+		return false, c.rollBack(ctx, pool, n, rec, fmt.Sprintf("its replacement %s failed: %s", rec.Replacement, m.Message))
+	case now.Sub(*rec.LaunchedAt) > c.opts.RegistrationTimeout:
+		return false, c.rollBack(ctx, pool, n, rec, fmt.Sprintf("its replacement %s did not become a Ready node within %s", rec.Replacement, c.opts.RegistrationTimeout))
+	}
+	return false, nil
 }
 
 func soaked(pool *v1alpha1.NodePool) string {
@@ -425,7 +468,7 @@ func (c *Controller) removeReplacement(ctx context.Context, pool *v1alpha1.NodeP
 	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
 	switch {
 	case apierrors.IsNotFound(err):
-		if rec.DrainFirst && rec.Phase != disruption.PhaseSoaking {
+		if rec.DrainFirst && rec.LaunchedAt == nil {
 			return nil // never asked for
 		}
 		if err := c.machines.DeleteMachine(ctx, pool, rec.Replacement); err != nil && !provider.IsNotFound(err) {
