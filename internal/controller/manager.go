@@ -196,7 +196,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		pc := nodepool.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, machines, nodepool.Options{
 			DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn, LastChurn: churn.Last,
 			ValidationDelay: opts.ConsolidationValidationDelay,
-			Queue: queue, Recorder:        recorder, Metrics: nodepool.NewMetrics(opts.Registry), Log: opts.Log.With("component", "nodepool"),
+			Queue:           queue, Recorder: recorder, Metrics: nodepool.NewMetrics(opts.Registry), Log: opts.Log.With("component", "nodepool"),
 		})
 		if err := pc.SetupWithManager(mgr, 1); err != nil {
 			return nil, fmt.Errorf("setting up the NodePool controller: %w", err)

@@ -73,7 +73,7 @@ type Options struct {
 	Queue    Queue
 	Recorder record.EventRecorder
 	Metrics  *Metrics
-	Log          *slog.Logger
+	Log      *slog.Logger
 }
 
 // Controller reconciles NodePools.

@@ -261,14 +261,14 @@ func (s *scene) workload(t *testing.T, replicas int32, minAvailable string, opts
 // whether the PDB ever fell below its floor, and whether a pod was ever
 // unschedulable.
 type auditor struct {
-	mu              sync.Mutex
-	maxDisrupting   int
-	pdbBreaches     []string
-	unschedulable   []string
-	seenReady       map[string]bool
-	samples         int
+	mu            sync.Mutex
+	maxDisrupting int
+	pdbBreaches   []string
+	unschedulable []string
+	seenReady     map[string]bool
+	samples       int
 	// minServing is the fewest Ready, schedulable, undeleted nodes seen.
-	minServing int
+	minServing      int
 	stop            chan struct{}
 	done            chan struct{}
 	nodesEverInPool map[string]bool
