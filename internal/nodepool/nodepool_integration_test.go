@@ -239,6 +239,16 @@ func TestAPIServerRefusesInvalidPools(t *testing.T) {
 			`template.labels must not set sluice.dev/nodepool or sluice.dev/capacity-type`},
 		{"capacity not in the enum", map[string]any{"nodeSelector": selector("x"), "template": map[string]any{"capacity": "reserved"}},
 			`Unsupported value: "reserved"`},
+		{"surge and unavailable both 0", map[string]any{"nodeSelector": selector("x"), "upgrade": map[string]any{"maxSurge": 0, "maxUnavailable": "0%"}},
+			`upgrade.maxSurge and upgrade.maxUnavailable are both 0, so no node could ever be upgraded`},
+		{"surge over 100%", map[string]any{"nodeSelector": selector("x"), "upgrade": map[string]any{"maxSurge": "150%"}},
+			`maxSurge must be a number of nodes (0 or more) or a percentage from 0% to 100%`},
+		{"negative unavailable", map[string]any{"nodeSelector": selector("x"), "upgrade": map[string]any{"maxUnavailable": -1}},
+			`maxUnavailable must be a number of nodes (0 or more)`},
+		{"drainTimeout under 10s", map[string]any{"nodeSelector": selector("x"), "upgrade": map[string]any{"drainTimeout": "5s"}},
+			`drainTimeout must be a duration of at least 10s`},
+		{"behaviour not in the enum", map[string]any{"nodeSelector": selector("x"), "upgrade": map[string]any{"undrainableNodeBehavior": "Delete"}},
+			`Unsupported value: "Delete"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
