@@ -58,48 +58,30 @@ run kubectl get node "$user"
 
 echo
 echo "# Node pools own their machines. The sample's NodePool 'batch' runs on the sandbox's kwok provider:"
-echo "# sluice makes and deletes its machines. A new node image in its template drifts all 4 nodes; sluice"
-echo "# replaces them replacement first (the new node is Ready before the old one is drained), at most"
-echo "# half of the pool at once (budget 50%), and the batch workload's PDB holds throughout."
+echo "# sluice makes and deletes its machines. Consolidation: its 8 batch pods, two on each of its 4 nodes,"
+echo "# fit on 2. With consolidateAfter set, sluice proves with its placement simulation where every pod"
+echo "# would go, waits 15 s and checks again, then takes the spare nodes away within the budget (50%),"
+echo "# drained under the workload's PDB."
 run kubectl get nodepool batch
 run kubectl get nodes -l kubernetes.azure.com/agentpool=batch -L node.kubernetes.io/instance-type
-step "kubectl patch nodepool batch --type merge -p '{\"spec\":{\"template\":{\"image\":\"AKSUbuntu-2204gen2containerd-202612.01.0\"}}}'"
-kubectl patch nodepool batch --type merge -p '{"spec":{"template":{"image":"AKSUbuntu-2204gen2containerd-202612.01.0"}}}' || true
-run $sluice status batch
-step "# watching the pool roll (every 3 s, until no node is on the old image)"
-for _ in $(seq 60); do
-  old="$(kubectl get nodes -l kubernetes.azure.com/agentpool=batch -o jsonpath='{range .items[*]}{.metadata.annotations.sluice\.dev/image}{"\n"}{end}' | grep -c 202611 || true)"
-  printf '%s  %s\n' "$(date +%T)" "$(kubectl get nodepool batch --no-headers -o custom-columns=NODES:.status.nodes,DISRUPTING:.status.disrupting,DRIFTED:.status.drifted | tr -s ' ')  (nodes, disrupting, drifted)"
-  [ "$old" = 0 ] && break
-  sleep 3
-done
-run kubectl get nodes -l kubernetes.azure.com/agentpool=batch
-run kubectl get pods -n shop -l app=batch -o wide
-
-echo
-echo "# Consolidation. The batch workload shrinks from 8 replicas to 3: they fit on one node. With"
-echo "# consolidateAfter set, sluice proves with its placement simulation where every pod would go, waits"
-echo "# 15 s and checks again, then takes the spare nodes away within the budget (drained under the PDB)."
-run kubectl scale deployment batch -n shop --replicas 3
 step "kubectl patch nodepool batch --type merge -p '{\"spec\":{\"disruption\":{\"consolidateAfter\":\"10s\"}}}'"
 kubectl patch nodepool batch --type merge -p '{"spec":{"disruption":{"consolidateAfter":"10s"}}}' || true
 sleep 12
 run $sluice plan consolidation batch
-step "# watching the pool shrink (every 3 s, until one node is left)"
+step "# watching the pool shrink (every 3 s, until two nodes are left)"
 for _ in $(seq 60); do
   n="$(kubectl get nodes -l kubernetes.azure.com/agentpool=batch --no-headers 2>/dev/null | wc -l)"
   printf '%s  %s node(s)\n' "$(date +%T)" "$n"
-  [ "$n" -le 1 ] && break
+  [ "$n" -le 2 ] && break
   sleep 3
 done
-run $sluice plan consolidation batch
 run kubectl get pods -n shop -l app=batch -o wide
 
 echo
 echo "# The controller's Prometheus metrics."
 metrics="$($sluice sandbox status -o json | sed -n 's/.*"metricsAddress": "\(.*\)".*/\1/p')"
-step "curl -s http://$metrics/metrics | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted|consolidation)'"
-curl -s "http://$metrics/metrics" | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted|consolidation)' | grep -v '_bucket' || true
+step "curl -s http://$metrics/metrics | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted|consolidation|upgrade)'"
+curl -s "http://$metrics/metrics" | grep -E '^sluice_(maintenance|disruption|budget|nodes_drifted|consolidation|upgrade)' | grep -v '_bucket' || true
 
 echo
 echo "# sluice drain is the same engine, run by a person. Before draining: what will make it hang, lose data or run out of time?"
@@ -112,6 +94,18 @@ run $sluice drain -l kubernetes.azure.com/agentpool=user --ignore-daemonsets --d
 echo
 echo "# Drain it, three nodes at once. Nodes that can never empty are refused up front, untouched."
 run $sluice drain -l kubernetes.azure.com/agentpool=user --ignore-daemonsets --parallel 3
+
+echo
+echo "# Last, an upgrade of the batch pool to a new node image, the way AKS rolls a node pool: a surge node"
+echo "# first, then the old node drained (within drainTimeout), soaked, and deleted. Before anything changes,"
+echo "# sluice prints its forecast: the batches, how long each takes (boot, the PDB's waves, grace periods,"
+echo "# soak) and which nodes would block (sluice plan upgrade prints the same without starting)."
+new_image=AKSUbuntu-2204gen2containerd-202612.01.0
+run $sluice upgrade pool batch --image "$new_image" --max-surge 1 --node-soak-duration 5s
+run timeout 300 $sluice upgrade status batch -w --interval 1s
+run $sluice upgrade status batch
+run kubectl get nodes -l kubernetes.azure.com/agentpool=batch -L sluice.dev/upgrade-status
+run kubectl get pods -n shop -l app=batch -o wide
 
 echo
 echo "The sandbox keeps running (KUBECONFIG=$KUBECONFIG); 'make demo-down' removes it."

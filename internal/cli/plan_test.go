@@ -60,15 +60,16 @@ func TestPlanConsolidation(t *testing.T) {
 	}
 }
 
-// TestPlanArgumentsBeforeTheCluster: only consolidation is planned, and
-// that is said before any kubeconfig is read.
+// TestPlanArgumentsBeforeTheCluster: consolidation and upgrades are
+// planned, an upgrade of one pool, and that is said before any kubeconfig
+// is read.
 func TestPlanArgumentsBeforeTheCluster(t *testing.T) {
-	for _, args := range [][]string{{"plan"}, {"plan", "upgrade", "batch"}} {
+	for _, args := range [][]string{{"plan"}, {"plan", "expiry"}, {"plan", "upgrade"}, {"plan", "upgrade", "a", "b"}} {
 		cmd := NewRootCommand()
 		cmd.SetArgs(append(args, "--kubeconfig", "/nonexistent"))
 		cmd.SetOut(&bytes.Buffer{})
 		cmd.SetErr(&bytes.Buffer{})
-		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "sluice plan consolidation [POOL...]") {
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "sluice plan upgrade POOL --image IMAGE") {
 			t.Errorf("%q: error %v; want the usage", args, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -37,22 +38,9 @@ func runPlanUpgrade(ctx context.Context, out io.Writer, kc kubernetes.Interface,
 	if pool.Spec.Upgrade == nil {
 		pool.Spec.Upgrade = &v1alpha1.UpgradeSpec{}
 	}
-	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	f, err := forecast(ctx, kc, pool, members, image, now)
 	if err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
-	}
-	pods, err := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("listing pods: %w", err)
-	}
-	pdbs, err := kc.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("listing PodDisruptionBudgets: %w", err)
-	}
-	f, err := upgrade.Predict(upgrade.Input{Pool: pool, Members: members, Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items,
-		Image: image, Boot: bootEstimate(pool), Now: now})
-	if err != nil {
-		return fmt.Errorf("node pool %s: %w", name, err)
+		return err
 	}
 	if format == outputJSON {
 		enc := json.NewEncoder(out)
@@ -61,6 +49,29 @@ func runPlanUpgrade(ctx context.Context, out io.Writer, kc kubernetes.Interface,
 	}
 	writeForecast(out, f)
 	return nil
+}
+
+// forecast predicts the upgrade of pool (with its spec.upgrade as given)
+// to image from the cluster as it is now.
+func forecast(ctx context.Context, kc kubernetes.Interface, pool *v1alpha1.NodePool, members []*corev1.Node, image string, now time.Time) (*upgrade.Forecast, error) {
+	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	pods, err := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	pdbs, err := kc.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+	}
+	f, err := upgrade.Predict(upgrade.Input{Pool: pool, Members: members, Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items,
+		Image: image, Boot: bootEstimate(pool), Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("node pool %s: %w", pool.Name, err)
+	}
+	return f, nil
 }
 
 // bootEstimate is how long the pool's provider takes to make a machine.

@@ -194,6 +194,12 @@ func runUpgradePool(ctx context.Context, out io.Writer, kc kubernetes.Interface,
 	if len(retry) > 0 {
 		fmt.Fprintf(out, "nodes blocked by the last attempt are tried again: %s\n", strings.Join(retry, ", "))
 	}
+	// The forecast first, with the settings as they will be.
+	fc, err := forecast(ctx, kc, next, members, f.image, clock.RealClock{}.Now())
+	if err != nil {
+		return err
+	}
+	writeForecast(out, fc)
 	if f.dryRun {
 		return nil
 	}
