@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -111,19 +112,36 @@ type snapshot struct {
 	in consolidation.Input
 }
 
-func readCluster(ctx context.Context, kc kubernetes.Interface) (*snapshot, error) {
-	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
+// listed is what plans read: every node, pod and PodDisruptionBudget.
+type listed struct {
+	nodes *corev1.NodeList
+	pods  *corev1.PodList
+	pdbs  *policyv1.PodDisruptionBudgetList
+}
+
+func listCluster(ctx context.Context, kc kubernetes.Interface) (*listed, error) {
+	var (
+		l   listed
+		err error
+	)
+	if l.nodes, err = kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	pods, err := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if l.pods, err = kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
-	pdbs, err := kc.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if l.pdbs, err = kc.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{}); err != nil {
 		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
+	return &l, nil
+}
+
+func readCluster(ctx context.Context, kc kubernetes.Interface) (*snapshot, error) {
+	l, err := listCluster(ctx, kc)
+	if err != nil {
+		return nil, err
+	}
+	nodes, pods, pdbs := l.nodes, l.pods, l.pdbs
 	c := &snapshot{}
 	for i := range nodes.Items {
 		c.in.Nodes = append(c.in.Nodes, &nodes.Items[i])

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -54,19 +53,11 @@ func runPlanUpgrade(ctx context.Context, out io.Writer, kc kubernetes.Interface,
 // forecast predicts the upgrade of pool (with its spec.upgrade as given)
 // to image from the cluster as it is now.
 func forecast(ctx context.Context, kc kubernetes.Interface, pool *v1alpha1.NodePool, members []*corev1.Node, image string, now time.Time) (*upgrade.Forecast, error) {
-	nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	l, err := listCluster(ctx, kc)
 	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
+		return nil, err
 	}
-	pods, err := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
-	}
-	pdbs, err := kc.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
-	}
-	f, err := upgrade.Predict(upgrade.Input{Pool: pool, Members: members, Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items,
+	f, err := upgrade.Predict(upgrade.Input{Pool: pool, Members: members, Nodes: l.nodes.Items, Pods: l.pods.Items, PDBs: l.pdbs.Items,
 		Image: image, Boot: bootEstimate(pool), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("node pool %s: %w", pool.Name, err)
