@@ -111,14 +111,14 @@ func TestCreateRegistersTheNodeAfterTheBootDelay(t *testing.T) {
 				StartupTaints: []corev1.Taint{startup},
 				InstanceTypes: []string{"m6i.xlarge", "m6i.2xlarge"},
 				Capacity:      v1alpha1.CapacitySpot,
-				Image:         "ami-0abc",
+				Image:         "ami-0abc1234",
 				Kubelet:       &v1alpha1.KubeletSpec{MaxPods: ptr.To[int32](58)},
 			})),
 		bootDelay: 30 * time.Second,
 		instance:  "m6i.xlarge", capacity: v1alpha1.CapacitySpot, zone: "us-east-1a", region: "us-east-1",
 		labels: map[string]string{"team": "data"},
 		taints: []corev1.Taint{noSchedule, startup},
-		cpu:    "3920m", memory: "15391Mi", pods: "58", image: "ami-0abc",
+		cpu:    "3920m", memory: "15391Mi", pods: "58", image: "ami-0abc1234",
 	}, {
 		name: "the template's zone, and a spot pool passing over a size not sold as spot",
 		pool: newPool("edge",
@@ -699,5 +699,21 @@ func TestCreateIsIdempotentByName(t *testing.T) {
 	}
 	if names := nodeNames(t, client); len(names) != 1 {
 		t.Errorf("nodes after three Creates of one name: %v, want one", names)
+	}
+}
+
+// The simulated cloud has the images named like real ones, and refuses any
+// other as a cloud refuses an image it does not have.
+func TestCheckImage(t *testing.T) {
+	for _, ok := range []string{"", "AKSUbuntu-2204gen2containerd-202611.01.0", "AzureLinux-V2gen2-202612.01.0", "ami-0c2d3e8f1a9b7c6d5", "ami-0abc1234", "img-7"} {
+		if err := CheckImage(ok); err != nil {
+			t.Errorf("CheckImage(%q): %v; want it known", ok, err)
+		}
+	}
+	for _, bad := range []string{"ubuntu-latest", "ami-0abc", "img-", "AKSUbuntu-2204gen2containerd-latest"} {
+		err := CheckImage(bad)
+		if pe, ok := provider.AsError(err); !ok || pe.Code != provider.CodeInvalidTemplate {
+			t.Errorf("CheckImage(%q): %v; want an InvalidTemplate refusal", bad, err)
+		}
 	}
 }
