@@ -43,16 +43,13 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 	}
 	disrupting := v.disrupting
 	chosen, w, err := c.startUpgrades(ctx, pool, v, disrupting, pending, now)
-	wait = sooner(wait, w)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	wait, errs = sooner(wait, w), appendErr(errs, err)
 	disrupting += chosen
 	pending += chosen
 	budgets := pool.DisruptionSpec().BudgetsOrDefault()
 	for _, cand := range v.candidates {
-		if upgrading(pool) && imageDrifted(cand) {
-			continue // the upgrade's (startUpgrades)
+		if upgradeOwns(pool, cand) {
+			continue // startUpgrades'
 		}
 		ok, until, err := c.eligible(pool, v, cand.Node, now)
 		wait = sooner(wait, until)
@@ -148,13 +145,11 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 			errs = append(errs, err)
 			continue
 		}
-		if rec != nil && rec.Reason == v1alpha1.ReasonUpgrade && (rec.Phase == disruption.PhaseLaunching || rec.Phase == disruption.PhaseDraining || rec.Phase == disruption.PhaseSoaking) {
-			if !names[rec.Replacement] && (rec.Phase == disruption.PhaseLaunching || rec.DrainFirst && rec.LaunchedAt != nil) {
+		if upgradeStep(rec) {
+			if booting(rec, names) {
 				pending++
 			}
-			if err := c.advanceUpgrade(ctx, pool, n, rec, now); err != nil {
-				errs = append(errs, err)
-			}
+			errs = appendErr(errs, c.advanceUpgrade(ctx, pool, n, rec, now))
 			wait = sooner(wait, c.upgradeRecheck(pool, rec, now))
 			continue
 		}

@@ -48,6 +48,32 @@ func imageDrifted(cand disruption.Candidate) bool {
 		slices.ContainsFunc(cand.Differences, func(d disruption.Difference) bool { return d.Field == "image" })
 }
 
+// upgradeOwns says whether the candidate is the upgrade's to take, not
+// drift's.
+func upgradeOwns(pool *v1alpha1.NodePool, cand disruption.Candidate) bool {
+	return upgrading(pool) && imageDrifted(cand)
+}
+
+// upgradeStep says whether the record is at one of the upgrade's own steps.
+func upgradeStep(rec *disruption.Record) bool {
+	return rec != nil && rec.Reason == v1alpha1.ReasonUpgrade &&
+		(rec.Phase == disruption.PhaseLaunching || rec.Phase == disruption.PhaseDraining || rec.Phase == disruption.PhaseSoaking)
+}
+
+// booting says whether the record's replacement was asked for and is not a
+// node yet.
+func booting(rec *disruption.Record, nodes map[string]bool) bool {
+	return !nodes[rec.Replacement] && (rec.Phase == disruption.PhaseLaunching || rec.DrainFirst && rec.LaunchedAt != nil)
+}
+
+// appendErr appends err when there is one.
+func appendErr(errs []error, err error) []error {
+	if err != nil {
+		return append(errs, err)
+	}
+	return errs
+}
+
 // blockedFor says whether an upgrade to image already gave up on the node
 // (Blocked or Quarantined).
 func blockedFor(n *corev1.Node, image string) bool {
@@ -154,17 +180,12 @@ func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool,
 				break
 			}
 		}
-		err = c.chooseUpgrade(ctx, pool, cand, drainFirst, now)
-		if errors.Is(err, errRefused) || errors.Is(err, errUnknownOutcome) {
-			if errors.Is(err, errUnknownOutcome) {
-				errs = append(errs, err)
-			}
+		stop, next, err := chosenOutcome(c.chooseUpgrade(ctx, pool, cand, drainFirst, now))
+		errs = appendErr(errs, err)
+		if stop {
 			break
 		}
-		if err != nil {
-			if !errors.Is(err, errMarked) {
-				errs = append(errs, err)
-			}
+		if next {
 			continue
 		}
 		chosen++
@@ -177,6 +198,23 @@ func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool,
 		wait = launchingRecheck
 	}
 	return chosen, wait, errors.Join(errs...)
+}
+
+// chosenOutcome reads a choice's error: stop the pass (the provider
+// refused, or a write's answer was lost), go on to the next candidate
+// (another writer took this one, or it failed), and the error to report.
+func chosenOutcome(err error) (stop, next bool, report error) {
+	switch {
+	case err == nil:
+		return false, false, nil
+	case errors.Is(err, errRefused):
+		return true, false, nil
+	case errors.Is(err, errUnknownOutcome):
+		return true, false, err
+	case errors.Is(err, errMarked):
+		return false, true, nil
+	}
+	return false, true, err
 }
 
 // overPoolLimits says which of the pool's limits one more machine would
@@ -236,51 +274,64 @@ func (c *Controller) advanceUpgrade(ctx context.Context, pool *v1alpha1.NodePool
 		if aborted {
 			return c.rollBack(ctx, pool, n, rec, "the upgrade was aborted (sluice upgrade abort)")
 		}
-		repl := &corev1.Node{}
-		err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		if err == nil && initialized(repl, pool.Spec.Template) {
-			if why := c.unhealthy(pool, repl); why != "" {
-				return nil // the health gate holds: looked at again on the next pass
-			}
-			if rec.LaunchedAt != nil {
-				c.opts.Metrics.replaced(now.Sub(*rec.LaunchedAt))
-			}
-			next := *rec
-			at := now
-			next.Phase, next.DrainStarted = disruption.PhaseDraining, &at
-			c.event(n, corev1.EventTypeNormal, "UpgradeDraining", fmt.Sprintf("sluice: surge node %s is Ready; draining this node (drainTimeout %s)", rec.Replacement, pool.Spec.Upgrade.DrainTimeoutOrDefault()))
-			return c.setRecord(ctx, n, &next)
-		}
-		if err == nil && readyOf(repl) {
-			return nil
-		}
-		return c.checkMachine(ctx, pool, n, rec, now)
+		return c.launchingStep(ctx, pool, n, rec, now)
 	case disruption.PhaseDraining:
 		if aborted {
 			return c.rollBack(ctx, pool, n, rec, "the upgrade was aborted (sluice upgrade abort)")
 		}
 		return c.drainStep(ctx, pool, n, rec, now)
 	case disruption.PhaseSoaking:
-		if rec.Drained != nil && now.Before(rec.Drained.Add(pool.Spec.Upgrade.SoakOrDefault())) {
-			return nil
+		return c.soakStep(ctx, pool, n, rec, now)
+	}
+	return nil
+}
+
+// launchingStep waits for a surge node to serve, then starts the old
+// node's drain.
+func (c *Controller) launchingStep(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
+	repl := &corev1.Node{}
+	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err == nil && initialized(repl, pool.Spec.Template) {
+		if why := c.unhealthy(pool, repl); why != "" {
+			return nil // the health gate holds: looked at again on the next pass
 		}
-		if rec.DrainFirst {
-			// The drained node stays, cordoned and empty, until its
-			// replacement serves: the pool's count (and a rollback) never
-			// loses it.
-			if ready, err := c.replacementServes(ctx, pool, n, rec, now); !ready || err != nil {
-				return err
-			}
+		if rec.LaunchedAt != nil {
+			c.opts.Metrics.replaced(now.Sub(*rec.LaunchedAt))
 		}
-		c.forgetDrain(n.Name)
-		c.event(n, corev1.EventTypeNormal, "Upgraded", fmt.Sprintf("sluice: drained%s; deleting the node (its replacement is %s)", soaked(pool), rec.Replacement))
-		uid := n.UID
-		if err := c.kube.Delete(ctx, n, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting upgraded node %s: %w", n.Name, err)
+		next := *rec
+		at := now
+		next.Phase, next.DrainStarted = disruption.PhaseDraining, &at
+		c.event(n, corev1.EventTypeNormal, "UpgradeDraining", fmt.Sprintf("sluice: surge node %s is Ready; draining this node (drainTimeout %s)", rec.Replacement, pool.Spec.Upgrade.DrainTimeoutOrDefault()))
+		return c.setRecord(ctx, n, &next)
+	}
+	if err == nil && readyOf(repl) {
+		return nil
+	}
+	return c.checkMachine(ctx, pool, n, rec, now)
+}
+
+// soakStep deletes a drained node once its soak is over (and, drained
+// first, once its replacement serves).
+func (c *Controller) soakStep(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
+	if rec.Drained != nil && now.Before(rec.Drained.Add(pool.Spec.Upgrade.SoakOrDefault())) {
+		return nil
+	}
+	if rec.DrainFirst {
+		// The drained node stays, cordoned and empty, until its
+		// replacement serves: the pool's count (and a rollback) never
+		// loses it.
+		if ready, err := c.replacementServes(ctx, pool, n, rec, now); !ready || err != nil {
+			return err
 		}
+	}
+	c.forgetDrain(n.Name)
+	c.event(n, corev1.EventTypeNormal, "Upgraded", fmt.Sprintf("sluice: drained%s; deleting the node (its replacement is %s)", soaked(pool), rec.Replacement))
+	uid := n.UID
+	if err := c.kube.Delete(ctx, n, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting upgraded node %s: %w", n.Name, err)
 	}
 	return nil
 }

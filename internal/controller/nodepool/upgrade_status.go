@@ -59,9 +59,44 @@ func upgradeStatus(pool *v1alpha1.NodePool, v *view, now time.Time) *v1alpha1.Up
 	}
 	image := pool.Spec.Template.Image
 	prev := pool.Status.Upgrade
+	st, t := tally(pool, v)
+	if t.remaining == 0 && len(st.Blocked) == 0 && len(st.Quarantined) == 0 && (prev == nil || prev.Image != image) {
+		return nil // nothing to upgrade, and no upgrade to this image seen
+	}
+	batch := batchSize(pool, v.size)
+	st.Batches = clamp32(ceilDiv(int(st.Nodes), batch))
+	st.Batch = clamp32(min(int(st.Upgraded)/batch+1, int(st.Batches)))
+	st.StartedAt = &metav1.Time{Time: now}
+	if prev != nil && prev.Image == image && prev.StartedAt != nil {
+		st.StartedAt = prev.StartedAt
+	}
+	st.Phase, st.Message = upgradePhase(pool, v, st, t.remaining)
+	if st.Phase == v1alpha1.UpgradeSucceeded || st.Phase == v1alpha1.UpgradeFailed {
+		st.CompletedAt = &metav1.Time{Time: now}
+		if prev != nil && prev.Image == image && prev.CompletedAt != nil && prev.Phase == st.Phase {
+			st.CompletedAt = prev.CompletedAt
+		}
+	}
+	st.Step = step(t.launching, t.draining, t.soaking, pool)
+	st.ETA = eta(st, t.remaining, batch, now)
+	if prev != nil && prev.ETA != nil && st.ETA != nil && st.ETA.Sub(prev.ETA.Time).Abs() < 5*time.Second {
+		st.ETA = prev.ETA // no status write for a few seconds' wobble
+	}
+	return st
+}
+
+// counts are the nodes of an upgrade by where they are.
+type counts struct {
+	remaining                    int
+	launching, draining, soaking []string
+}
+
+// tally counts the pool's nodes for its upgrade: upgraded, blocked,
+// quarantined, in flight (by step), and still to do.
+func tally(pool *v1alpha1.NodePool, v *view) (*v1alpha1.UpgradeStatus, counts) {
+	image := pool.Spec.Template.Image
 	st := &v1alpha1.UpgradeStatus{Image: image}
-	var draining, soaking, launching []string
-	remaining := 0
+	var t counts
 	for _, n := range v.nodes {
 		if v.replacements[n.Name] {
 			continue // a surge node counts once the node it replaces is gone
@@ -75,58 +110,42 @@ func upgradeStatus(pool *v1alpha1.NodePool, v *view, now time.Time) *v1alpha1.Up
 		case blockedFor(n, image):
 			st.Blocked = append(st.Blocked, n.Name)
 		default:
-			remaining++
+			t.remaining++
 		}
-		if rec := upgradeRecord(n); rec != nil {
-			st.InFlight++
-			switch rec.Phase {
-			case disruption.PhaseLaunching:
-				launching = append(launching, n.Name)
-			case disruption.PhaseDraining:
-				draining = append(draining, n.Name)
-			case disruption.PhaseSoaking:
-				soaking = append(soaking, n.Name)
-			}
+		rec := upgradeRecord(n)
+		if rec == nil {
+			continue
+		}
+		st.InFlight++
+		switch rec.Phase {
+		case disruption.PhaseLaunching:
+			t.launching = append(t.launching, n.Name)
+		case disruption.PhaseDraining:
+			t.draining = append(t.draining, n.Name)
+		case disruption.PhaseSoaking:
+			t.soaking = append(t.soaking, n.Name)
 		}
 	}
-	if remaining == 0 && len(st.Blocked) == 0 && len(st.Quarantined) == 0 && (prev == nil || prev.Image != image) {
-		return nil // nothing to upgrade, and no upgrade to this image seen
-	}
-	batch := batchSize(pool, v.size)
-	st.Batches = clamp32(ceilDiv(int(st.Nodes), batch))
-	st.Batch = clamp32(min(int(st.Upgraded)/batch+1, int(st.Batches)))
-	st.StartedAt = &metav1.Time{Time: now}
-	if prev != nil && prev.Image == image && prev.StartedAt != nil {
-		st.StartedAt = prev.StartedAt
-	}
+	return st, t
+}
+
+// upgradePhase is the upgrade's phase, and why when it needs saying.
+func upgradePhase(pool *v1alpha1.NodePool, v *view, st *v1alpha1.UpgradeStatus, remaining int) (v1alpha1.UpgradePhase, string) {
+	given := len(st.Blocked) + len(st.Quarantined)
 	switch failed := upgradeFailed(pool, v); {
 	case failed != "":
-		st.Phase, st.Message = v1alpha1.UpgradeFailed, failed
-	case remaining == 0 && st.InFlight == 0 && len(st.Blocked)+len(st.Quarantined) > 0:
-		st.Phase = v1alpha1.UpgradeFailed
-		st.Message = fmt.Sprintf("%d node(s) did not drain within drainTimeout and stay on their old image: %s", len(st.Blocked)+len(st.Quarantined),
+		return v1alpha1.UpgradeFailed, failed
+	case remaining == 0 && st.InFlight == 0 && given > 0:
+		return v1alpha1.UpgradeFailed, fmt.Sprintf("%d node(s) did not drain within drainTimeout and stay on their old image: %s", given,
 			strings.Join(append(slices.Clone(st.Blocked), st.Quarantined...), ", "))
 	case remaining == 0 && st.InFlight == 0:
-		st.Phase = v1alpha1.UpgradeSucceeded
+		return v1alpha1.UpgradeSucceeded, ""
 	case upgradeControl(pool) == v1alpha1.UpgradeControlPaused:
-		st.Phase, st.Message = v1alpha1.UpgradePaused, "paused by sluice upgrade pause: nodes in flight finish, no new one starts; sluice upgrade resume goes on"
+		return v1alpha1.UpgradePaused, "paused by sluice upgrade pause: nodes in flight finish, no new one starts; sluice upgrade resume goes on"
 	case upgradeControl(pool) == v1alpha1.UpgradeControlAborted:
-		st.Phase, st.Message = v1alpha1.UpgradeAborted, "aborted by sluice upgrade abort: nodes in flight were rolled back; sluice upgrade resume starts again"
-	default:
-		st.Phase = v1alpha1.UpgradeProgressing
+		return v1alpha1.UpgradeAborted, "aborted by sluice upgrade abort: nodes in flight were rolled back; sluice upgrade resume starts again"
 	}
-	if st.Phase == v1alpha1.UpgradeSucceeded || st.Phase == v1alpha1.UpgradeFailed {
-		st.CompletedAt = &metav1.Time{Time: now}
-		if prev != nil && prev.Image == image && prev.CompletedAt != nil && prev.Phase == st.Phase {
-			st.CompletedAt = prev.CompletedAt
-		}
-	}
-	st.Step = step(launching, draining, soaking, pool)
-	st.ETA = eta(st, remaining, batch, now)
-	if prev != nil && prev.ETA != nil && st.ETA != nil && st.ETA.Sub(prev.ETA.Time).Abs() < 5*time.Second {
-		st.ETA = prev.ETA // no status write for a few seconds' wobble
-	}
-	return st
+	return v1alpha1.UpgradeProgressing, ""
 }
 
 // imageDriftedNode says whether the node's image differs from the template
