@@ -1,0 +1,111 @@
+package upgrade
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+var now = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+func node(name, image string, age time.Duration) corev1.Node {
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "p"}, CreationTimestamp: metav1.NewTime(now.Add(-age)),
+		Annotations: map[string]string{v1alpha1.AnnotationImage: image}},
+		Status: corev1.NodeStatus{Allocatable: res, Capacity: res, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+}
+
+func pod(name, app, node string, grace int64) corev1.Pod {
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"app": app},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app, Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To(grace),
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+}
+
+func pdb(app string, minAvailable intstr.IntOrString, expected, healthy, allowed int32) policyv1.PodDisruptionBudget {
+	return policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: app, Generation: 1},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+		Status: policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, ExpectedPods: expected, CurrentHealthy: healthy, DesiredHealthy: expected - allowed, DisruptionsAllowed: allowed}}
+}
+
+func input(nodes []corev1.Node, pods []corev1.Pod, pdbs []policyv1.PodDisruptionBudget, u v1alpha1.UpgradeSpec, budget string) Input {
+	pool := &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.NodePoolSpec{
+		NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "p"}}, Upgrade: &u,
+		Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: budget}}}}}
+	in := Input{Pool: pool, Nodes: nodes, Pods: pods, PDBs: pdbs, Image: "img-2", Boot: 10 * time.Second, Now: now}
+	for i := range nodes {
+		in.Members = append(in.Members, &nodes[i])
+	}
+	return in
+}
+
+// Four nodes, maxSurge 2: two batches, oldest first. Each batch's four pods
+// of one budget allowing 2 go in two waves: one wave's readiness wait, then
+// the last pods' 30 s grace.
+func TestPredictTimesBatchesByBudgetWaves(t *testing.T) {
+	var nodes []corev1.Node
+	var pods []corev1.Pod
+	for i := range 4 {
+		n := fmt.Sprintf("n%d", i)
+		nodes = append(nodes, node(n, "img-1", time.Duration(10-i)*time.Hour))
+		pods = append(pods, pod(n+"-a", "web", n, 30), pod(n+"-b", "web", n, 30))
+	}
+	f, err := Predict(input(nodes, pods, []policyv1.PodDisruptionBudget{pdb("web", intstr.FromInt32(6), 8, 8, 2)},
+		v1alpha1.UpgradeSpec{MaxSurge: ptr.To(intstr.FromInt32(2)), NodeSoakDuration: &metav1.Duration{Duration: 5 * time.Second}}, "100%"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 2 || strings.Join(f.Batches[0].Nodes, ",") != "n0,n1" || len(f.Blockers) != 0 {
+		t.Fatalf("forecast %+v; want 2 batches, n0 and n1 first, no blockers", f)
+	}
+	b := f.Batches[0]
+	wantDrain := (podStart + evictionLag) + 30*time.Second + evictionLag // 2 waves: one wait, then the grace
+	if b.Drain != wantDrain || b.Boot != 10*time.Second+registration || b.Total != b.Boot+b.Drain+5*time.Second+deletion {
+		t.Errorf("batch %+v; want drain %s", b, wantDrain)
+	}
+	if f.Total != 2*b.Total {
+		t.Errorf("total %s; want two batches of %s", f.Total, b.Total)
+	}
+}
+
+// A budget that can never allow holds one node's pod: that node is named,
+// with what the upgrade will do, and its batch costs the drainTimeout; a
+// do-not-disrupt node is named and never chosen. A budget for Upgrade
+// smaller than maxSurge sizes the batches, and says so.
+func TestPredictNamesBlockersAndTheBindingBudget(t *testing.T) {
+	nodes := []corev1.Node{node("old", "img-1", 3*time.Hour), node("held", "img-1", 2*time.Hour), node("young", "img-1", time.Hour), node("new", "img-2", time.Hour)}
+	nodes[1].Annotations[v1alpha1.AnnotationDoNotDisrupt] = "true"
+	pods := []corev1.Pod{pod("db-0", "db", "old", 10)}
+	f, err := Predict(input(nodes, pods, []policyv1.PodDisruptionBudget{pdb("db", intstr.FromInt32(1), 1, 1, 0)},
+		v1alpha1.UpgradeSpec{MaxSurge: ptr.To(intstr.FromInt32(3)), DrainTimeout: &metav1.Duration{Duration: time.Minute}, UndrainableNodeBehavior: v1alpha1.UndrainableCordon}, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.BatchSize != 1 || !strings.Contains(f.CappedBy, "nodes 1") {
+		t.Errorf("batch size %d capped by %q; want 1, by the budget of 1 node", f.BatchSize, f.CappedBy)
+	}
+	got := map[string]Blocker{}
+	for _, b := range f.Blockers {
+		got[b.Node] = b
+	}
+	if b := got["old"]; b.Reason != "PDBDeadlock" || b.Outcome != "Cordon after drainTimeout 1m0s" {
+		t.Errorf("blocker of old: %+v; want a PDB deadlock, then Cordon", b)
+	}
+	if b := got["held"]; b.Reason != "NodeDoNotDisrupt" || !strings.HasPrefix(b.Outcome, "wait") {
+		t.Errorf("blocker of held: %+v; want do-not-disrupt, never chosen", b)
+	}
+	if len(f.Nodes) != 3 || len(f.Batches) != 2 || f.Batches[0].Drain != time.Minute {
+		t.Errorf("nodes %v, batches %+v; want old and young timed (held never chosen), old's batch costing the 1m drainTimeout", f.Nodes, f.Batches)
+	}
+}
