@@ -35,7 +35,7 @@ func pod(name, app, node string, grace int64) corev1.Pod {
 
 func pdb(app string, minAvailable intstr.IntOrString, expected, healthy, allowed int32) policyv1.PodDisruptionBudget {
 	return policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: app, Generation: 1},
-		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+		Spec:   policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
 		Status: policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, ExpectedPods: expected, CurrentHealthy: healthy, DesiredHealthy: expected - allowed, DisruptionsAllowed: allowed}}
 }
 
