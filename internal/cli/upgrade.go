@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,15 +125,8 @@ func checkImage(pool *v1alpha1.NodePool, image string) error {
 		return kwok.CheckImage(image)
 	default:
 		return fmt.Errorf("node pool %s has provider %s: sluice makes no machines for it, so it cannot upgrade it (it reports the drifted nodes: sluice status %s)",
-			pool.Name, cmp(string(pool.Spec.Provider.Name), "none"), pool.Name)
+			pool.Name, cmp.Or(string(pool.Spec.Provider.Name), "none"), pool.Name)
 	}
-}
-
-func cmp(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // upgradeInFlight says why a new upgrade may not start now, "" when it may.

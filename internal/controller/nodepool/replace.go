@@ -42,10 +42,10 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		return sooner(wait, w), errors.Join(errs...)
 	}
 	disrupting := v.disrupting
-	chosen, w, err := c.startUpgrades(ctx, pool, v, disrupting, pending, now)
+	chosen, launched, w, err := c.startUpgrades(ctx, pool, v, disrupting, pending, now)
 	wait, errs = sooner(wait, w), appendErr(errs, err)
 	disrupting += chosen
-	pending += chosen
+	pending += launched
 	budgets := pool.DisruptionSpec().BudgetsOrDefault()
 	for _, cand := range v.candidates {
 		if upgradeOwns(pool, cand) {
@@ -66,31 +66,17 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		if a.Nodes < 1 {
 			continue // another reason may still have room
 		}
-		// Replacement first needs room for one more machine: every node
-		// of the pool, replacements included, and those still booting.
-		if l := pool.Spec.Limits; l != nil && l.Nodes != nil && len(v.nodes)+pending >= int(*l.Nodes) {
-			c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf(
-				"sluice: %s nodes wait to be replaced: the pool has %d nodes and %d more on their way, and spec.limits.nodes is %d (replacing a node makes its replacement first)",
-				cand.Reason, len(v.nodes), pending, *l.Nodes))
+		// Replacement first needs room for one more machine.
+		if over := overPoolLimits(pool, v, cand.Node, pending); over != "" {
+			c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf("sluice: %s nodes wait to be replaced: %s", cand.Reason, over))
 			break
 		}
-		if over := overLimits(pool.Spec.Limits, v.resources, cand.Node.Status.Capacity, pending+1); over != "" {
-			c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf(
-				"sluice: %s nodes wait to be replaced: %s (replacing a node makes its replacement first)", cand.Reason, over))
+		stop, next, err := chosenOutcome(c.choose(ctx, pool, cand, now))
+		errs = appendErr(errs, err)
+		if stop {
 			break
 		}
-		err = c.choose(ctx, pool, cand, now)
-		if errors.Is(err, errRefused) {
-			break // the provider said no: the pool backs off
-		}
-		if errors.Is(err, errUnknownOutcome) {
-			errs = append(errs, err) // counted as marked from the next pass (settleMarks)
-			break
-		}
-		if err != nil {
-			if !errors.Is(err, errMarked) {
-				errs = append(errs, err)
-			}
+		if next {
 			continue
 		}
 		disrupting++
@@ -177,6 +163,24 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 	return wait, pending, errs
 }
 
+// markChosen writes a chosen node's first record (it counts against the
+// budget from now on) and remembers the mark until the cache shows it.
+func (c *Controller) markChosen(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec disruption.Record, now time.Time) error {
+	if err := c.markNode(ctx, n, rec); err != nil {
+		if !errors.Is(err, errMarked) && kube.MayHaveApplied(err) {
+			// The API server may have written the mark and lost its
+			// answer: count the node as marked until the cache shows
+			// which, and choose nothing more this pass.
+			c.mark(n.Name, now)
+			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
+		}
+		return err
+	}
+	c.mark(n.Name, now)
+	c.opts.Metrics.decided(pool.Name, rec.Reason)
+	return nil
+}
+
 // choose marks the candidate as disrupted (it counts against the budget from
 // now on) and asks the provider for its replacement.
 func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand disruption.Candidate, now time.Time) error {
@@ -193,18 +197,9 @@ func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand d
 	at := now
 	rec := disruption.Record{Reason: cand.Reason, Phase: disruption.PhaseLaunching, Since: now, Message: why,
 		Replacement: provider.NewName(pool.Name), LaunchedAt: &at}
-	if err := c.markNode(ctx, n, rec); err != nil {
-		if !errors.Is(err, errMarked) && kube.MayHaveApplied(err) {
-			// The API server may have written the mark and lost its
-			// answer: count the node as marked until the cache shows
-			// which, and choose nothing more this pass.
-			c.mark(n.Name, now)
-			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
-		}
+	if err := c.markChosen(ctx, pool, n, rec, now); err != nil {
 		return err
 	}
-	c.mark(n.Name, now)
-	c.opts.Metrics.decided(pool.Name, cand.Reason)
 	c.event(n, corev1.EventTypeNormal, "Replacing", "sluice: replacing the node, replacement first: "+why)
 	c.opts.Log.Info("replacing node", "node", n.Name, "nodepool", pool.Name, "reason", cand.Reason, "replacement", rec.Replacement, "why", why)
 	return c.launch(ctx, pool, n, rec, now)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
-	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -89,11 +88,11 @@ func upgradeControl(pool *v1alpha1.NodePool) string {
 	return ""
 }
 
-// upgradeRecord reads the node's record when an upgrade owns it (any phase
-// before the deletion controller's).
+// upgradeRecord reads the node's record when it is at one of the upgrade's
+// own steps (before the deletion controller's).
 func upgradeRecord(n *corev1.Node) *disruption.Record {
 	rec, err := disruption.RecordOf(n)
-	if err != nil || rec == nil || rec.Reason != v1alpha1.ReasonUpgrade || rec.Phase == disruption.PhaseTerminating || rec.Phase == disruption.PhaseRemoving {
+	if err != nil || !upgradeStep(rec) {
 		return nil
 	}
 	return rec
@@ -132,21 +131,18 @@ func upgradeSlots(pool *v1alpha1.NodePool, v *view) (slots, error) {
 
 // startUpgrades chooses the pool's next image-drifted nodes, oldest first,
 // within maxSurge + maxUnavailable and the budgets for reason Upgrade. It
-// returns how many it chose.
-func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool, v *view, disrupting, pending int, now time.Time) (int, time.Duration, error) {
+// returns how many it chose, and for how many of them it asked for a
+// machine (a drain-first node's comes after its drain).
+func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool, v *view, disrupting, pending int, now time.Time) (chosen, launched int, wait time.Duration, _ error) {
 	if !upgrading(pool) || upgradeControl(pool) != "" || upgradeFailed(pool, v) != "" {
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	s, err := upgradeSlots(pool, v)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	image := pool.Spec.Template.Image
-	var (
-		chosen int
-		wait   time.Duration
-		errs   []error
-	)
+	var errs []error
 	budgets := pool.DisruptionSpec().BudgetsOrDefault()
 	for _, cand := range v.candidates {
 		if !imageDrifted(cand) || blockedFor(cand.Node, image) {
@@ -165,7 +161,7 @@ func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool,
 		}
 		a, err := budget.Allowed(budgets, v.size, disrupting, v1alpha1.ReasonUpgrade, now)
 		if err != nil {
-			return chosen, wait, err
+			return chosen, launched, wait, err
 		}
 		if a.Nodes < 1 {
 			c.event(pool, corev1.EventTypeNormal, "UpgradeWaitsForBudget", fmt.Sprintf(
@@ -175,7 +171,7 @@ func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool,
 		}
 		drainFirst := s.surging >= s.surge
 		if !drainFirst {
-			if over := c.overPoolLimits(pool, v, cand.Node, pending); over != "" {
+			if over := overPoolLimits(pool, v, cand.Node, pending); over != "" {
 				c.event(pool, corev1.EventTypeNormal, "LimitReached", "sluice: the upgrade waits to surge: "+over)
 				break
 			}
@@ -194,10 +190,11 @@ func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool,
 		if !drainFirst {
 			s.surging++
 			pending++
+			launched++
 		}
 		wait = launchingRecheck
 	}
-	return chosen, wait, errors.Join(errs...)
+	return chosen, launched, wait, errors.Join(errs...)
 }
 
 // chosenOutcome reads a choice's error: stop the pass (the provider
@@ -217,11 +214,13 @@ func chosenOutcome(err error) (stop, next bool, report error) {
 	return false, true, err
 }
 
-// overPoolLimits says which of the pool's limits one more machine would
-// pass, "" when none.
-func (c *Controller) overPoolLimits(pool *v1alpha1.NodePool, v *view, like *corev1.Node, pending int) string {
+// overPoolLimits says which of the pool's limits one more machine like
+// like would pass, counting every node of the pool (replacements included)
+// and the machines still booting; "" when none. A replacement is made
+// before the node it replaces goes, so it needs that room.
+func overPoolLimits(pool *v1alpha1.NodePool, v *view, like *corev1.Node, pending int) string {
 	if l := pool.Spec.Limits; l != nil && l.Nodes != nil && len(v.nodes)+pending >= int(*l.Nodes) {
-		return fmt.Sprintf("the pool has %d nodes and %d more on their way, and spec.limits.nodes is %d (a surge node is made before the node it replaces goes)", len(v.nodes), pending, *l.Nodes)
+		return fmt.Sprintf("the pool has %d nodes and %d more on their way, and spec.limits.nodes is %d (a replacement is made before the node it replaces goes)", len(v.nodes), pending, *l.Nodes)
 	}
 	return overLimits(pool.Spec.Limits, v.resources, like.Status.Capacity, pending+1)
 }
@@ -243,15 +242,9 @@ func (c *Controller) chooseUpgrade(ctx context.Context, pool *v1alpha1.NodePool,
 	if drainFirst {
 		rec.Phase, rec.DrainFirst, rec.LaunchedAt, rec.DrainStarted = disruption.PhaseDraining, true, nil, &at
 	}
-	if err := c.markNode(ctx, n, rec); err != nil {
-		if !errors.Is(err, errMarked) && kube.MayHaveApplied(err) {
-			c.mark(n.Name, now)
-			return fmt.Errorf("%w: %w", errUnknownOutcome, err)
-		}
+	if err := c.markChosen(ctx, pool, n, rec, now); err != nil {
 		return err
 	}
-	c.mark(n.Name, now)
-	c.opts.Metrics.decided(pool.Name, v1alpha1.ReasonUpgrade)
 	if drainFirst {
 		c.event(n, corev1.EventTypeNormal, "Upgrading", "sluice: "+why+"; draining the node first (maxUnavailable), its replacement "+rec.Replacement+" follows")
 		c.opts.Log.Info("upgrading node, drain first", "node", n.Name, "nodepool", pool.Name, "replacement", rec.Replacement)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/internal/disruption"
@@ -97,13 +96,19 @@ func tally(pool *v1alpha1.NodePool, v *view) (*v1alpha1.UpgradeStatus, counts) {
 	image := pool.Spec.Template.Image
 	st := &v1alpha1.UpgradeStatus{Image: image}
 	var t counts
+	drifted := map[string]bool{} // the candidates' image drift, read once a pass
+	for _, c := range v.candidates {
+		if imageDrifted(c) {
+			drifted[c.Node.Name] = true
+		}
+	}
 	for _, n := range v.nodes {
 		if v.replacements[n.Name] {
 			continue // a surge node counts once the node it replaces is gone
 		}
 		st.Nodes++
 		switch {
-		case n.Annotations[v1alpha1.AnnotationImage] == image && !imageDriftedNode(pool, n):
+		case n.Annotations[v1alpha1.AnnotationImage] == image && !drifted[n.Name]:
 			st.Upgraded++
 		case blockedFor(n, image) && n.Labels[v1alpha1.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
 			st.Quarantined = append(st.Quarantined, n.Name)
@@ -146,17 +151,6 @@ func upgradePhase(pool *v1alpha1.NodePool, v *view, st *v1alpha1.UpgradeStatus, 
 		return v1alpha1.UpgradeAborted, "aborted by sluice upgrade abort: nodes in flight were rolled back; sluice upgrade resume starts again"
 	}
 	return v1alpha1.UpgradeProgressing, ""
-}
-
-// imageDriftedNode says whether the node's image differs from the template
-// in the way Drift reads it (nodes sluice did not make show it in a label).
-func imageDriftedNode(pool *v1alpha1.NodePool, n *corev1.Node) bool {
-	for _, d := range disruption.Drift(n, pool.Spec.Template, "") {
-		if d.Field == "image" {
-			return true
-		}
-	}
-	return false
 }
 
 // batchSize is how many nodes the upgrade takes at once: surge plus
