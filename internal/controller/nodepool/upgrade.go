@@ -436,11 +436,13 @@ func (c *Controller) drainStep(ctx context.Context, pool *v1alpha1.NodePool, n *
 	if c.opts.Queue == nil || c.opts.Queue.Holds(n.Name, key) || now.Before(end.retryAt) {
 		return nil
 	}
-	name := n.Name
+	// The callbacks run on the queue's goroutines: they capture copies, never
+	// the reconciler's objects, which later reads decode into.
+	name, poolName := n.Name, pool.Name
 	opts := drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true, Force: true, CordonOwner: OwnerUpgrade,
 		Deadline: started.Add(timeout), OnDeadline: drain.OnDeadlineStop}
 	_, err := c.opts.Queue.Submit(termination.Request{Node: name, Pool: pool.Name, Reason: termination.Reason(v1alpha1.ReasonUpgrade), Key: key,
-		Options: opts, Done: func(r *drain.Report, err error) { c.drainEnded(name, r, err) }, Released: func() { c.wakePool(pool.Name) }})
+		Options: opts, Done: func(r *drain.Report, err error) { c.drainEnded(name, r, err) }, Released: func() { c.wakePool(poolName) }})
 	return err
 }
 
