@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/budget"
@@ -288,8 +291,8 @@ func (c *Controller) launchingStep(ctx context.Context, pool *v1alpha1.NodePool,
 		return err
 	}
 	if err == nil && initialized(repl, pool.Spec.Template) {
-		if why := c.unhealthy(pool, repl); why != "" {
-			return nil // the health gate holds: looked at again on the next pass
+		if why := c.unhealthy(pool, n, repl); why != "" {
+			return c.gateHolds(ctx, pool, n, rec, now, why)
 		}
 		if rec.LaunchedAt != nil {
 			c.opts.Metrics.replaced(now.Sub(*rec.LaunchedAt))
@@ -338,7 +341,7 @@ func (c *Controller) replacementServes(ctx context.Context, pool *v1alpha1.NodeP
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, err
 	}
-	if err == nil && initialized(repl, pool.Spec.Template) && c.unhealthy(pool, repl) == "" {
+	if err == nil && initialized(repl, pool.Spec.Template) && c.unhealthy(pool, n, repl) == "" {
 		return true, nil
 	}
 	if rec.LaunchedAt == nil {
@@ -376,30 +379,66 @@ func soaked(pool *v1alpha1.NodePool) string {
 }
 
 // unhealthy says what keeps a Ready replacement from taking over, "" when
-// nothing does: with the health gate on, a DaemonSet pod on it not Ready.
-func (c *Controller) unhealthy(pool *v1alpha1.NodePool, repl *corev1.Node) string {
+// nothing does. With the health gate on, every DaemonSet with a pod on the
+// old node must have a Ready pod on the replacement: a pod not made yet
+// holds the gate as a pod not Ready does, so a node agent that never starts
+// on the new image is caught before the old node is touched.
+func (c *Controller) unhealthy(pool *v1alpha1.NodePool, old, repl *corev1.Node) string {
 	if !pool.Spec.Upgrade.WaitsForDaemonSets() {
 		return ""
 	}
-	pods, err := c.opts.PodsOn(repl.Name)
+	before, err := c.opts.PodsOn(old.Name)
 	if err != nil {
 		return err.Error()
 	}
-	for _, p := range pods {
-		if owner := ownerKind(p); owner == "DaemonSet" && !podReady(p) {
-			return fmt.Sprintf("DaemonSet pod %s/%s is not Ready", p.Namespace, p.Name)
+	after, err := c.opts.PodsOn(repl.Name)
+	if err != nil {
+		return err.Error()
+	}
+	ready := map[types.UID]bool{}
+	for _, p := range after {
+		if o := controllerOf(p); o != nil && o.Kind == "DaemonSet" {
+			ready[o.UID] = ready[o.UID] || podReady(p)
 		}
 	}
-	return ""
+	var missing []string
+	for _, p := range before {
+		o := controllerOf(p)
+		if o == nil || o.Kind != "DaemonSet" || ready[o.UID] || slices.Contains(missing, p.Namespace+"/"+o.Name) {
+			continue
+		}
+		missing = append(missing, p.Namespace+"/"+o.Name)
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	slices.Sort(missing)
+	return fmt.Sprintf("no Ready pod of DaemonSet %s on %s yet", strings.Join(missing, ", "), repl.Name)
 }
 
-func ownerKind(p *corev1.Pod) string {
-	for _, o := range p.OwnerReferences {
-		if o.Controller != nil && *o.Controller {
-			return o.Kind
+// gateHolds waits for a Ready surge node to pass the health gate, and past
+// the registration timeout (counted from its launch) rolls the old node
+// back and backs the pool off, as for a node that never joined.
+func (c *Controller) gateHolds(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time, why string) error {
+	since := rec.Since
+	if rec.LaunchedAt != nil {
+		since = *rec.LaunchedAt
+	}
+	if now.Sub(since) <= c.opts.RegistrationTimeout {
+		return nil // looked at again on the next pass
+	}
+	msg := fmt.Sprintf("its surge node %s did not pass the health gate within %s: %s", rec.Replacement, c.opts.RegistrationTimeout, why)
+	c.refused(pool.Name, &provider.Error{Code: "HealthGateFailed", Message: msg, Retryable: true}, now)
+	return c.rollBack(ctx, pool, n, rec, msg)
+}
+
+func controllerOf(p *corev1.Pod) *metav1.OwnerReference {
+	for i := range p.OwnerReferences {
+		if o := &p.OwnerReferences[i]; o.Controller != nil && *o.Controller {
+			return o
 		}
 	}
-	return ""
+	return nil
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -1,0 +1,159 @@
+package nodepool_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// agentReadyOn says whether a pod of the DaemonSet agent on node is Ready.
+func (s *scene) agentReadyOn(ctx context.Context, node string) (bool, error) {
+	pods, err := s.env.Client.CoreV1().Pods(s.env.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=agent", FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return false, err
+	}
+	for i := range pods.Items {
+		for _, c := range pods.Items[i].Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// With the health gate on, an old node is drained only once the node agent
+// (a DaemonSet whose pods turn Ready 6 s after they start) is Ready on its
+// surge node: watched throughout, no node is ever Draining while its
+// replacement's agent is not Ready. Without the gate the drain starts as
+// soon as the surge node is Ready, seconds before its agent is.
+func TestUpgradeHealthGateWaitsForDaemonSetPods(t *testing.T) {
+	s := newScene(t, 2, nil)
+	s.env.Create(t, fixture.DaemonSet(s.env.Namespace, "agent", s.onPool, fixture.StartsAfter(6)))
+	s.workload(t, 2, "1")
+	s.env.WaitFor(t, time.Minute, "the agent Ready on both nodes", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, n := range nodes {
+			if ok, err := s.agentReadyOn(ctx, n.Name); !ok || err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	s.start(t)
+	var mu sync.Mutex
+	var early []string
+	drained := map[string]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			nodes, err := s.nodes(ctx)
+			for _, n := range nodes {
+				rec, _ := disruption.RecordOf(n)
+				if err != nil || rec == nil || rec.Phase != disruption.PhaseDraining {
+					continue
+				}
+				ok, err := s.agentReadyOn(ctx, rec.Replacement)
+				mu.Lock()
+				drained[n.Name] = true
+				if err == nil && !ok {
+					early = append(early, fmt.Sprintf("%s draining while the agent on its surge node %s is not Ready", n.Name, rec.Replacement))
+				}
+				mu.Unlock()
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	s.upgrade(t, "img-2", v1alpha1.UpgradeSpec{MaxSurge: surge(intstr.FromInt32(1)), HealthGate: &v1alpha1.HealthGate{DaemonSetPodsReady: true}})
+	st := s.waitUpgrade(t, "img-2", v1alpha1.UpgradeSucceeded, 3*time.Minute)
+	cancel()
+	<-done
+	if st.Upgraded != 2 {
+		t.Errorf("status.upgrade %+v; want 2 of 2 upgraded", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(drained) == 0 {
+		t.Error("no node was seen Draining: the watch saw nothing to check")
+	}
+	for _, e := range early {
+		t.Error(e)
+	}
+}
+
+// A node agent that never runs on the new image (here a DaemonSet only for
+// nodes labelled by hand, which surge nodes are not) fails the gate: past
+// the registration timeout the old node is rolled back untouched, its
+// surge node removed, and the pool says why; no old node is ever drained.
+func TestUpgradeHealthGateRollsBackANodeWhoseAgentNeverRuns(t *testing.T) {
+	s := newScene(t, 2, nil)
+	nodes, err := s.nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		patch := []byte(`{"metadata":{"labels":{"test.sluice.dev/agent":"yes"}}}`)
+		if _, err := s.env.Client.CoreV1().Nodes().Patch(context.Background(), n.Name, "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.env.Create(t, fixture.DaemonSet(s.env.Namespace, "agent", fixture.NodeSelector(map[string]string{"test.sluice.dev/agent": "yes"})))
+	s.env.WaitForPods(t, "app=agent", 2)
+	s.start(t)
+	s.upgrade(t, "img-2", v1alpha1.UpgradeSpec{MaxSurge: surge(intstr.FromInt32(1)), HealthGate: &v1alpha1.HealthGate{DaemonSetPodsReady: true}})
+	s.env.WaitFor(t, 2*time.Minute, "the gate's rollback in the pool's Events", func(context.Context) (bool, error) {
+		for _, e := range s.poolEvents(t) {
+			if strings.HasPrefix(e, "UpgradeRolledBack: ") && strings.Contains(e, "did not pass the health gate") && strings.Contains(e, "DaemonSet "+s.env.Namespace+"/agent") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	after, err := s.nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range nodeNames(nodes) {
+		n := findNode(after, name)
+		if n == nil {
+			t.Errorf("old node %s is gone: a node whose surge node failed the gate must stay", name)
+			continue
+		}
+		if rec, _ := disruption.RecordOf(n); rec != nil && rec.Phase != disruption.PhaseLaunching || n.DeletionTimestamp != nil {
+			t.Errorf("old node %s went on past the gate: record %+v, deleting %v", name, rec, n.DeletionTimestamp != nil)
+		}
+	}
+}
+
+func nodeNames(nodes []*corev1.Node) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Name
+	}
+	return out
+}
+
+func findNode(nodes []*corev1.Node, name string) *corev1.Node {
+	for _, n := range nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
