@@ -56,7 +56,7 @@ func TestUpgradeHealthGateWaitsForDaemonSetPods(t *testing.T) {
 	})
 	s.start(t)
 	var mu sync.Mutex
-	var early []string
+	early := map[string]string{}
 	drained := map[string]bool{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -73,7 +73,7 @@ func TestUpgradeHealthGateWaitsForDaemonSetPods(t *testing.T) {
 				mu.Lock()
 				drained[n.Name] = true
 				if err == nil && !ok {
-					early = append(early, fmt.Sprintf("%s draining while the agent on its surge node %s is not Ready", n.Name, rec.Replacement))
+					early[n.Name] = fmt.Sprintf("%s draining while the agent on its surge node %s is not Ready", n.Name, rec.Replacement)
 				}
 				mu.Unlock()
 			}
