@@ -56,9 +56,26 @@ type Input struct {
 	// Image is the image to upgrade to.
 	Image string
 	// Boot is how long the provider takes to make a machine (kwok: the
-	// pool's bootDelay).
+	// pool's bootDelay), used when no member shows an observed boot time.
 	Boot time.Duration
 	Now  time.Time
+}
+
+// ObservedBoot is the median of the boot times sluice noted on the nodes
+// (sluice.dev/boot-time: from asking the provider to the Node serving), and
+// how many it found; 0, 0 when none has one.
+func ObservedBoot(nodes []*corev1.Node) (time.Duration, int) {
+	var seen []time.Duration
+	for _, n := range nodes {
+		if d, err := time.ParseDuration(n.Annotations[v1alpha1.AnnotationBootTime]); err == nil && d > 0 {
+			seen = append(seen, d)
+		}
+	}
+	if len(seen) == 0 {
+		return 0, 0
+	}
+	slices.Sort(seen)
+	return seen[len(seen)/2], len(seen)
 }
 
 // Forecast is the prediction.
@@ -157,7 +174,7 @@ func Predict(in Input) (*Forecast, error) {
 	f.roomBlockers(in, old, blocked)
 	f.schedule(in, old, pods, pdbs, blocked)
 	f.Assumptions = []string{
-		fmt.Sprintf("a new machine boots in %s (the provider's boot time) and is Ready %s later", in.Boot, registration),
+		f.bootAssumption(in),
 		"an evicted pod takes its whole terminationGracePeriodSeconds to exit (pods that exit sooner make the drain quicker)",
 		"a replacement pod is Ready after its readiness probe's initialDelaySeconds",
 	}
@@ -250,7 +267,7 @@ func (f *Forecast) schedule(in Input, old []*corev1.Node, pods map[string][]*cor
 			b.Nodes = append(b.Nodes, n.Name)
 		}
 		if f.Surge > 0 {
-			b.Boot = in.Boot + registration
+			b.Boot = f.boot(in)
 		}
 		b.Drain, b.Slowest = drainTime(nodes, pods, pdbs)
 		for _, n := range nodes {
@@ -262,6 +279,22 @@ func (f *Forecast) schedule(in Input, old []*corev1.Node, pods map[string][]*cor
 		f.Batches = append(f.Batches, b)
 		f.Total += b.Total
 	}
+}
+
+// boot is how long a surge node takes to serve: the median observed on the
+// pool's nodes, or the provider's boot time and registration.
+func (f *Forecast) boot(in Input) time.Duration {
+	if d, n := ObservedBoot(in.Members); n > 0 {
+		return d
+	}
+	return in.Boot + registration
+}
+
+func (f *Forecast) bootAssumption(in Input) string {
+	if d, n := ObservedBoot(in.Members); n > 0 {
+		return fmt.Sprintf("a new machine serves %s after it is asked for: the median of the %d boot time(s) sluice noted on the pool's nodes (%s)", d, n, v1alpha1.AnnotationBootTime)
+	}
+	return fmt.Sprintf("a new machine boots in %s (the provider's boot time; no boot observed on the pool's nodes yet) and is Ready %s later", in.Boot, registration)
 }
 
 func blockerOutcome(bs []Blocker, node string) string {

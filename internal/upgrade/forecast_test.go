@@ -109,3 +109,33 @@ func TestPredictNamesBlockersAndTheBindingBudget(t *testing.T) {
 		t.Errorf("nodes %v, batches %+v; want old and young timed (held never chosen), old's batch costing the 1m drainTimeout", f.Nodes, f.Batches)
 	}
 }
+
+// Boot times sluice noted on the pool's nodes (sluice.dev/boot-time) win
+// over the provider's setting: their median is each batch's boot, and the
+// forecast says where it came from. A value that is not a duration is
+// skipped.
+func TestPredictUsesObservedBootTimes(t *testing.T) {
+	var nodes []corev1.Node
+	for i, boot := range []string{"40s", "25s", "1m", "not a duration"} {
+		n := node(fmt.Sprintf("n%d", i), "img-1", time.Duration(10-i)*time.Hour)
+		n.Annotations[v1alpha1.AnnotationBootTime] = boot
+		nodes = append(nodes, n)
+	}
+	f, err := Predict(input(nodes, nil, nil, v1alpha1.UpgradeSpec{MaxSurge: ptr.To(intstr.FromInt32(2))}, "100%"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Batches) != 2 || f.Batches[0].Boot != 40*time.Second {
+		t.Fatalf("batches %+v; want 2, each booting in 40s (the median of 25s, 40s, 1m)", f.Batches)
+	}
+	if !strings.Contains(f.Assumptions[0], "median of the 3 boot time(s)") {
+		t.Errorf("assumption %q does not say the boot time was observed", f.Assumptions[0])
+	}
+	f, err = Predict(input(nodes[3:], nil, nil, v1alpha1.UpgradeSpec{MaxSurge: ptr.To(intstr.FromInt32(2))}, "100%"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Batches[0].Boot != 10*time.Second+registration || !strings.Contains(f.Assumptions[0], "no boot observed") {
+		t.Errorf("with nothing observed: boot %s, assumption %q; want the provider's 10s + registration", f.Batches[0].Boot, f.Assumptions[0])
+	}
+}

@@ -254,9 +254,7 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 			// until the deletion controller has set it.
 			return nil
 		}
-		if rec.LaunchedAt != nil {
-			c.opts.Metrics.replaced(now.Sub(*rec.LaunchedAt))
-		}
+		c.served(ctx, repl, rec, now)
 		c.event(n, corev1.EventTypeNormal, "Replaced", fmt.Sprintf("sluice: replacement %s is Ready; deleting this node (drained first)", rec.Replacement))
 		uid := n.UID
 		if err := c.kube.Delete(ctx, n, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
@@ -268,6 +266,24 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 		return nil // not initialized yet, or the node was deleted meanwhile and its replacement serves
 	}
 	return c.checkMachine(ctx, pool, n, rec, now)
+}
+
+// served notes a replacement's boot time, from the provider's request to
+// its Node serving: in the replacement metric, and on the Node
+// (sluice.dev/boot-time) for the upgrade forecast. Best effort: a failed
+// write costs the forecast one observation, never the replacement.
+func (c *Controller) served(ctx context.Context, repl *corev1.Node, rec *disruption.Record, now time.Time) {
+	if rec.LaunchedAt == nil {
+		return
+	}
+	d := now.Sub(*rec.LaunchedAt)
+	c.opts.Metrics.replaced(d)
+	if _, noted := repl.Annotations[v1alpha1.AnnotationBootTime]; noted || c.opts.DryRun {
+		return
+	}
+	if err := c.patchNode(ctx, repl, func(m *corev1.Node) { setAnnotation(m, v1alpha1.AnnotationBootTime, d.Round(100*time.Millisecond).String()) }); err != nil {
+		c.opts.Log.Info("could not note a replacement's boot time", "node", repl.Name, "err", err)
+	}
 }
 
 // checkMachine gives up a replacement that failed, is gone, or has not

@@ -294,9 +294,7 @@ func (c *Controller) launchingStep(ctx context.Context, pool *v1alpha1.NodePool,
 		if why := c.unhealthy(pool, n, repl); why != "" {
 			return c.gateHolds(ctx, pool, n, rec, now, why)
 		}
-		if rec.LaunchedAt != nil {
-			c.opts.Metrics.replaced(now.Sub(*rec.LaunchedAt))
-		}
+		c.served(ctx, repl, rec, now)
 		next := *rec
 		at := now
 		next.Phase, next.DrainStarted = disruption.PhaseDraining, &at

@@ -72,6 +72,11 @@ func TestUpgradeSurgesAThirdAtATime(t *testing.T) {
 		if slices.Contains(before, n.Name) || n.Annotations[v1alpha1.AnnotationImage] != "img-2" {
 			t.Errorf("node %s (image %s) is still there after the upgrade", n.Name, n.Annotations[v1alpha1.AnnotationImage])
 		}
+		// The forecast's observed boot time: from the request to serving,
+		// never less than the provider's 1 s boot.
+		if d, err := time.ParseDuration(n.Annotations[v1alpha1.AnnotationBootTime]); err != nil || d < time.Second {
+			t.Errorf("node %s notes boot time %q, want a duration of at least the 1s boot", n.Name, n.Annotations[v1alpha1.AnnotationBootTime])
+		}
 	}
 	if st.Upgraded != 10 || st.Nodes != 10 || st.CompletedAt == nil {
 		t.Errorf("status.upgrade %+v; want 10 of 10 upgraded, completed", st)

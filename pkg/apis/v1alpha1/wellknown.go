@@ -25,6 +25,11 @@ const (
 	// AnnotationTemplateHash is the hash of the template fields a Node does
 	// not show (kubelet settings) the node was made from.
 	AnnotationTemplateHash = "sluice.dev/template-hash"
+	// AnnotationBootTime on a node sluice asked for as a replacement is how
+	// long it took from the provider's request to the Node serving (Ready,
+	// startup taints gone), as a Go duration: the upgrade forecast's
+	// observed boot time.
+	AnnotationBootTime = "sluice.dev/boot-time"
 
 	// AnnotationUpgrade on a NodePool pauses its upgrade (Paused) or
 	// aborts it (Aborted); absent, the upgrade runs.
