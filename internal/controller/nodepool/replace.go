@@ -281,7 +281,9 @@ func (c *Controller) served(ctx context.Context, repl *corev1.Node, rec *disrupt
 	if _, noted := repl.Annotations[v1alpha1.AnnotationBootTime]; noted || c.opts.DryRun {
 		return
 	}
-	if err := c.patchNode(ctx, repl, func(m *corev1.Node) { setAnnotation(m, v1alpha1.AnnotationBootTime, d.Round(100*time.Millisecond).String()) }); err != nil {
+	if err := c.patchNode(ctx, repl, func(m *corev1.Node) {
+		setAnnotation(m, v1alpha1.AnnotationBootTime, d.Round(100*time.Millisecond).String())
+	}); err != nil {
 		c.opts.Log.Info("could not note a replacement's boot time", "node", repl.Name, "err", err)
 	}
 }
