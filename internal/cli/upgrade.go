@@ -275,7 +275,7 @@ func retriedNodes(members []*corev1.Node, image string) []string {
 func clearBlocked(ctx context.Context, kc kubernetes.Interface, n *corev1.Node) error {
 	patch := map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{v1alpha1.LabelUpgradeStatus: nil},
-		"annotations": map[string]any{v1alpha1.AnnotationUpgradeImage: nil}}}
+		"annotations": map[string]any{v1alpha1.AnnotationUpgradeImage: nil, v1alpha1.AnnotationUpgradeBlockedBy: nil}}}
 	if drain.CordonedBy(n) == poolctrl.OwnerUpgrade {
 		patch["metadata"].(map[string]any)["annotations"].(map[string]any)[drain.AnnotationCordonedBy] = nil
 		patch["spec"] = map[string]any{"unschedulable": false}

@@ -415,8 +415,10 @@ func (c *Controller) unhealthy(pool *v1alpha1.NodePool, old, repl *corev1.Node) 
 }
 
 // gateHolds waits for a Ready surge node to pass the health gate, and past
-// the registration timeout (counted from its launch) rolls the old node
-// back and backs the pool off, as for a node that never joined.
+// the registration timeout (counted from its launch) blocks the old node
+// for this image, rolls it back and backs the pool off. More such nodes
+// than maxBlockedNodes fail the upgrade (upgradeFailed): the image, not
+// the node, is what is wrong.
 func (c *Controller) gateHolds(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time, why string) error {
 	since := rec.Since
 	if rec.LaunchedAt != nil {
@@ -425,9 +427,10 @@ func (c *Controller) gateHolds(ctx context.Context, pool *v1alpha1.NodePool, n *
 	if now.Sub(since) <= c.opts.RegistrationTimeout {
 		return nil // looked at again on the next pass
 	}
-	msg := fmt.Sprintf("its surge node %s did not pass the health gate within %s: %s", rec.Replacement, c.opts.RegistrationTimeout, why)
+	msg := fmt.Sprintf("its surge node %s did not pass the health gate within %s: %s; labelled %s=%s, its surge node is removed",
+		rec.Replacement, c.opts.RegistrationTimeout, why, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked)
 	c.refused(pool.Name, &provider.Error{Code: "HealthGateFailed", Message: msg, Retryable: true}, now)
-	return c.rollBack(ctx, pool, n, rec, msg)
+	return c.block(ctx, pool, n, rec, v1alpha1.BlockedByHealthGate, msg)
 }
 
 func controllerOf(p *corev1.Pod) *metav1.OwnerReference {
@@ -502,16 +505,23 @@ func (c *Controller) undrainable(ctx context.Context, pool *v1alpha1.NodePool, n
 			why, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusQuarantined, rec.Replacement))
 		return c.setRecord(ctx, n, nil)
 	}
-	// Labelled first: a controller killed before the rollback finishes it
-	// on the next pass, and never chooses the node again for this image.
+	return c.block(ctx, pool, n, rec, v1alpha1.BlockedByDrainTimeout, why+fmt.Sprintf("; labelled %s=%s (undrainableNodeBehavior Schedule), its surge node %s is removed",
+		v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked, rec.Replacement))
+}
+
+// block labels the node Blocked for the pool's image (by what, in
+// sluice.dev/upgrade-blocked-by) and rolls it back. Labelled first: a
+// controller killed before the rollback finishes it on the next pass, and
+// never chooses the node again for this image.
+func (c *Controller) block(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, by, why string) error {
 	if err := c.patchNode(ctx, n, func(m *corev1.Node) {
 		setLabel(m, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked)
-		setAnnotation(m, v1alpha1.AnnotationUpgradeImage, image)
+		setAnnotation(m, v1alpha1.AnnotationUpgradeImage, pool.Spec.Template.Image)
+		setAnnotation(m, v1alpha1.AnnotationUpgradeBlockedBy, by)
 	}); err != nil {
 		return err
 	}
-	return c.rollBack(ctx, pool, n, rec, why+fmt.Sprintf("; labelled %s=%s (undrainableNodeBehavior Schedule), its surge node %s is removed",
-		v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked, rec.Replacement))
+	return c.rollBack(ctx, pool, n, rec, why)
 }
 
 // rollBack gives the node back to service on its old image: its drain is

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
@@ -99,10 +100,12 @@ func TestUpgradeHealthGateWaitsForDaemonSetPods(t *testing.T) {
 
 // A node agent that never runs on the new image (here a DaemonSet only for
 // nodes labelled by hand, which surge nodes are not) fails the gate: past
-// the registration timeout the old node is rolled back untouched, its
-// surge node removed, and the pool says why; no old node is ever drained.
-func TestUpgradeHealthGateRollsBackANodeWhoseAgentNeverRuns(t *testing.T) {
-	s := newScene(t, 2, nil)
+// the registration timeout each old node is rolled back untouched and
+// labelled Blocked (by HealthGate), its surge node removed, and the pool
+// says why. Once more nodes than maxBlockedNodes (1) have failed so, the
+// upgrade is Failed, blaming the image, and the third node is never tried.
+func TestUpgradeHealthGateFailsAnImageWhoseAgentNeverRuns(t *testing.T) {
+	s := newScene(t, 3, nil)
 	nodes, err := s.nodes(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -114,30 +117,42 @@ func TestUpgradeHealthGateRollsBackANodeWhoseAgentNeverRuns(t *testing.T) {
 		}
 	}
 	s.env.Create(t, fixture.DaemonSet(s.env.Namespace, "agent", fixture.NodeSelector(map[string]string{"test.sluice.dev/agent": "yes"})))
-	s.env.WaitForPods(t, "app=agent", 2)
+	s.env.WaitForPods(t, "app=agent", 3)
 	s.start(t)
-	s.upgrade(t, "img-2", v1alpha1.UpgradeSpec{MaxSurge: surge(intstr.FromInt32(1)), HealthGate: &v1alpha1.HealthGate{DaemonSetPodsReady: true}})
-	s.env.WaitFor(t, 2*time.Minute, "the gate's rollback in the pool's Events", func(context.Context) (bool, error) {
-		for _, e := range s.poolEvents(t) {
-			if strings.HasPrefix(e, "UpgradeRolledBack: ") && strings.Contains(e, "did not pass the health gate") && strings.Contains(e, "DaemonSet "+s.env.Namespace+"/agent") {
-				return true, nil
-			}
+	s.upgrade(t, "img-2", v1alpha1.UpgradeSpec{MaxSurge: surge(intstr.FromInt32(1)), MaxBlockedNodes: ptr.To(int32(1)),
+		HealthGate: &v1alpha1.HealthGate{DaemonSetPodsReady: true}})
+	st := s.waitUpgrade(t, "img-2", v1alpha1.UpgradeFailed, 3*time.Minute)
+	if len(st.Blocked) != 2 || st.Upgraded != 0 || !strings.Contains(st.Message, "did not pass the health gate") {
+		t.Errorf("status.upgrade %+v; want 2 nodes blocked by the health gate, none upgraded, the message saying so", st)
+	}
+	rolledBack := 0
+	for _, e := range s.poolEvents(t) {
+		if strings.HasPrefix(e, "UpgradeRolledBack: ") && strings.Contains(e, "did not pass the health gate") && strings.Contains(e, "DaemonSet "+s.env.Namespace+"/agent") {
+			rolledBack++
 		}
-		return false, nil
-	})
+	}
+	if rolledBack != 2 {
+		t.Errorf("%d UpgradeRolledBack Events name the health gate and the agent; want 2: %v", rolledBack, s.poolEvents(t))
+	}
+	s.env.WaitFor(t, time.Minute, "the surge nodes removed", func(ctx context.Context) (bool, error) { return s.settled(ctx, t) })
 	after, err := s.nodes(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	gated := 0
 	for _, name := range nodeNames(nodes) {
 		n := findNode(after, name)
-		if n == nil {
+		switch {
+		case n == nil:
 			t.Errorf("old node %s is gone: a node whose surge node failed the gate must stay", name)
-			continue
+		case n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationImage] != "img-1":
+			t.Errorf("old node %s: unschedulable %v, image %s; want back in service on img-1", name, n.Spec.Unschedulable, n.Annotations[v1alpha1.AnnotationImage])
+		case n.Annotations[v1alpha1.AnnotationUpgradeBlockedBy] == v1alpha1.BlockedByHealthGate:
+			gated++
 		}
-		if rec, _ := disruption.RecordOf(n); rec != nil && rec.Phase != disruption.PhaseLaunching || n.DeletionTimestamp != nil {
-			t.Errorf("old node %s went on past the gate: record %+v, deleting %v", name, rec, n.DeletionTimestamp != nil)
-		}
+	}
+	if gated != 2 || len(after) != 3 {
+		t.Errorf("%d old nodes blocked by the health gate and %d nodes in the pool; want 2 and 3 (the third never tried)", gated, len(after))
 	}
 }
 

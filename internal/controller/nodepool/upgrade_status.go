@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/internal/disruption"
@@ -29,20 +30,31 @@ func (c *Controller) upgradeRecheck(pool *v1alpha1.NodePool, rec *disruption.Rec
 }
 
 // upgradeFailed says why the pool's upgrade has failed for good, "" when it
-// has not: with Cordon, more nodes quarantined than maxBlockedNodes.
+// has not: more nodes than maxBlockedNodes whose surge nodes failed the
+// health gate (the image is what is wrong), or, with Cordon, more nodes
+// quarantined than that.
 func upgradeFailed(pool *v1alpha1.NodePool, v *view) string {
-	if !upgrading(pool) || pool.Spec.Upgrade.Behavior() != v1alpha1.UndrainableCordon {
+	if !upgrading(pool) {
 		return ""
 	}
 	image := pool.Spec.Template.Image
-	var quarantined []string
+	var quarantined, gated []string
 	for _, n := range v.nodes {
-		if blockedFor(n, image) && n.Labels[v1alpha1.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined {
+		switch {
+		case !blockedFor(n, image):
+		case n.Labels[v1alpha1.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
 			quarantined = append(quarantined, n.Name)
+		case n.Annotations[v1alpha1.AnnotationUpgradeBlockedBy] == v1alpha1.BlockedByHealthGate:
+			gated = append(gated, n.Name)
 		}
 	}
 	surge, _ := pool.Spec.Upgrade.Surge(v.size)
-	if limit := pool.Spec.Upgrade.MaxBlocked(surge); len(quarantined) > limit {
+	limit := pool.Spec.Upgrade.MaxBlocked(surge)
+	if len(gated) > limit {
+		return fmt.Sprintf("the surge nodes of %d nodes (%s) did not pass the health gate on %s, more than maxBlockedNodes %d: no more nodes are upgraded; the image's node agents do not come up (the pool's UpgradeRolledBack Events name them); fix the image or the DaemonSets, then run `sluice upgrade pool %s --image %s` again",
+			len(gated), strings.Join(gated, ", "), image, limit, pool.Name, image)
+	}
+	if pool.Spec.Upgrade.Behavior() == v1alpha1.UndrainableCordon && len(quarantined) > limit {
 		return fmt.Sprintf("%d nodes are quarantined (%s), more than maxBlockedNodes %d: no more nodes are upgraded; fix what holds their pods (`sluice doctor`), then run `sluice upgrade pool %s --image %s` again",
 			len(quarantined), strings.Join(quarantined, ", "), limit, pool.Name, image)
 	}
@@ -103,8 +115,8 @@ func tally(pool *v1alpha1.NodePool, v *view) (*v1alpha1.UpgradeStatus, counts) {
 		}
 	}
 	for _, n := range v.nodes {
-		if v.replacements[n.Name] {
-			continue // a surge node counts once the node it replaces is gone
+		if v.replacements[n.Name] || removedSurge(n, image) {
+			continue // a surge node counts once the node it replaces is gone, never once it is taken back
 		}
 		st.Nodes++
 		switch {
@@ -134,6 +146,16 @@ func tally(pool *v1alpha1.NodePool, v *view) (*v1alpha1.UpgradeStatus, counts) {
 	return st, t
 }
 
+// removedSurge says whether the node is a surge node on its way out after
+// a rollback: marked Removing by the upgrade, or already being deleted on
+// the new image.
+func removedSurge(n *corev1.Node, image string) bool {
+	if rec, err := disruption.RecordOf(n); err == nil && rec != nil && rec.Reason == v1alpha1.ReasonUpgrade && rec.Phase == disruption.PhaseRemoving {
+		return true
+	}
+	return n.DeletionTimestamp != nil && n.Annotations[v1alpha1.AnnotationImage] == image
+}
+
 // upgradePhase is the upgrade's phase, and why when it needs saying.
 func upgradePhase(pool *v1alpha1.NodePool, v *view, st *v1alpha1.UpgradeStatus, remaining int) (v1alpha1.UpgradePhase, string) {
 	given := len(st.Blocked) + len(st.Quarantined)
@@ -141,8 +163,8 @@ func upgradePhase(pool *v1alpha1.NodePool, v *view, st *v1alpha1.UpgradeStatus, 
 	case failed != "":
 		return v1alpha1.UpgradeFailed, failed
 	case remaining == 0 && st.InFlight == 0 && given > 0:
-		return v1alpha1.UpgradeFailed, fmt.Sprintf("%d node(s) did not drain within drainTimeout and stay on their old image: %s", given,
-			strings.Join(append(slices.Clone(st.Blocked), st.Quarantined...), ", "))
+		return v1alpha1.UpgradeFailed, fmt.Sprintf("%d node(s) stay on their old image (did not drain within drainTimeout, or their surge node failed the health gate; each node's %s says which): %s",
+			given, v1alpha1.AnnotationUpgradeBlockedBy, strings.Join(append(slices.Clone(st.Blocked), st.Quarantined...), ", "))
 	case remaining == 0 && st.InFlight == 0:
 		return v1alpha1.UpgradeSucceeded, ""
 	case upgradeControl(pool) == v1alpha1.UpgradeControlPaused:

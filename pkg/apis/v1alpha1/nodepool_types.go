@@ -175,9 +175,9 @@ type UpgradeSpec struct {
 	// +kubebuilder:default=Schedule
 	UndrainableNodeBehavior UndrainableNodeBehavior `json:"undrainableNodeBehavior,omitempty"`
 
-	// MaxBlockedNodes is, with UndrainableNodeBehavior Cordon, how many
-	// nodes may be quarantined before the upgrade fails; default the surge
-	// count.
+	// MaxBlockedNodes is how many nodes may be quarantined (with
+	// UndrainableNodeBehavior Cordon), or have surge nodes that failed the
+	// health gate, before the upgrade fails; default the surge count.
 	//
 	// +optional
 	// +kubebuilder:validation:Minimum=0

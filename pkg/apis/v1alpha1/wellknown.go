@@ -40,12 +40,20 @@ const (
 	// AnnotationUpgradeImage, beside LabelUpgradeStatus, names the image
 	// the node was blocked for: an upgrade to another image tries it again.
 	AnnotationUpgradeImage = "sluice.dev/upgrade-image"
+	// AnnotationUpgradeBlockedBy, beside LabelUpgradeStatus=Blocked, says
+	// what blocked the node: DrainTimeout (it did not drain in time) or
+	// HealthGate (its surge node on the new image never passed the gate).
+	AnnotationUpgradeBlockedBy = "sluice.dev/upgrade-blocked-by"
 )
 
 // Values of LabelUpgradeStatus and AnnotationUpgrade.
 const (
 	UpgradeStatusBlocked     = "Blocked"
 	UpgradeStatusQuarantined = "Quarantined"
-	UpgradeControlPaused     = "Paused"
-	UpgradeControlAborted    = "Aborted"
+
+	// Values of AnnotationUpgradeBlockedBy.
+	BlockedByDrainTimeout = "DrainTimeout"
+	BlockedByHealthGate   = "HealthGate"
+	UpgradeControlPaused  = "Paused"
+	UpgradeControlAborted = "Aborted"
 )
