@@ -92,3 +92,72 @@ func (l *loseFirstMark) RoundTrip(req *http.Request) (*http.Response, error) {
 	_ = resp.Body.Close()
 	return nil, errors.New("net/http: timeout awaiting response headers (the test lost this answer)")
 }
+
+// TestAFailedGiveUpStillCountsAgainstTheBudget: the provider refuses a
+// replacement, and the write that gives the node back (its record taken
+// away) fails. The record is still on the node, so the node still counts:
+// the controller must not choose another node in its place in the same
+// pass under a budget of one. Found by the chaos suite through the fault
+// proxy (three nodes out under a budget of two).
+func TestAFailedGiveUpStillCountsAgainstTheBudget(t *testing.T) {
+	s := newScene(t, 4, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "1"}}
+	})
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Provider.Kwok.Failure = v1alpha1.KwokFailureInsufficientCapacity })
+	fail := &failFirstGiveUp{}
+	cfg := rest.CopyConfig(s.env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { fail.next = rt; return fail })
+	s.config = cfg
+	a, err := audit.Start(t.Context(), s.env.Config, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start(t)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	s.env.WaitFor(t, time.Minute, "a give-up's write failed", func(context.Context) (bool, error) { return fail.failed.Load(), nil })
+	// The next pass gives the node back for good (and the pool backs off
+	// the refusing provider).
+	marked := func(ctx context.Context) (int, error) {
+		nodes, err := s.nodes(ctx)
+		count := 0
+		for _, n := range nodes {
+			if _, ok := n.Annotations[v1alpha1.AnnotationDisruption]; ok {
+				count++
+			}
+		}
+		return count, err
+	}
+	s.env.WaitFor(t, time.Minute, "the node given back", func(ctx context.Context) (bool, error) {
+		n, err := marked(ctx)
+		return n == 0, err
+	})
+
+	sum := a.Finish()
+	t.Logf("auditor:\n%s", sum)
+	if r := sum.Row(audit.Budget); r.Violated > 0 || r.Checked == 0 {
+		t.Errorf("budget: %d marks judged, %d over the budget: %v", r.Checked, r.Violated, r.Examples)
+	}
+}
+
+// failFirstGiveUp fails, without sending it, the first patch that takes a
+// node's disruption record away: the record stays, the caller gets an
+// error.
+type failFirstGiveUp struct {
+	next   http.RoundTripper
+	failed atomic.Bool
+}
+
+func (f *failFirstGiveUp) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPatch || !strings.Contains(req.URL.Path, "/nodes/") || req.Body == nil || f.failed.Load() {
+		return f.next.RoundTrip(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	if !bytes.Contains(body, []byte(`"`+v1alpha1.AnnotationDisruption+`":null`)) || !f.failed.CompareAndSwap(false, true) {
+		return f.next.RoundTrip(req)
+	}
+	return nil, errors.New("connection reset by peer (the test failed this write)")
+}

@@ -218,7 +218,11 @@ func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *cor
 	if err != nil {
 		c.refused(pool.Name, err, now)
 		if aerr := c.abandon(ctx, pool, n, "the provider refused its replacement: "+err.Error()); aerr != nil {
-			return aerr
+			// The record may still be on the node (the write failed, or
+			// its answer was lost): it still counts against the budget,
+			// so the pass stops here rather than choose another node in
+			// its place; the next pass reads which it is.
+			return fmt.Errorf("%w: %w", errUnknownOutcome, aerr)
 		}
 		return fmt.Errorf("%w: %w", errRefused, err)
 	}
