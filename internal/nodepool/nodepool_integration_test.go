@@ -152,8 +152,11 @@ func TestAPIServerAppliesDefaults(t *testing.T) {
 			t.Errorf("%s: ActionFor(%s) = %q, want %q", tuned, typ, got, want)
 		}
 	}
+	// Only this test's pools: tests beside it (in parallel, on the same API
+	// server) create pools with broad selectors (NotIn, DoesNotExist) that
+	// would select this node too.
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"sluice.dev/test-pool": tuned}}}
-	got, err := For(node, pools)
+	got, err := For(node, []v1alpha1.NodePool{*p, *find(t, pools, bare)})
 	if err != nil || got == nil || got.Name != tuned {
 		t.Errorf("For(node labelled for %s) = %v, %v; want that pool", tuned, got, err)
 	}
