@@ -100,6 +100,11 @@ type Controller struct {
 	lastPass map[string]time.Time
 	// drains holds how each upgrade drain last ended.
 	drains map[string]drainEnd
+	// given holds the replacements of records this controller took away
+	// (a node given back), until the cache stops showing them: a stale
+	// record is never acted on again (asking for its machine once more
+	// would make one that no record names).
+	given map[string]time.Time
 	// wake queues a pool when one of its drains ends.
 	wake chan event.GenericEvent
 }
@@ -131,7 +136,7 @@ func NewController(kube client.Client, live client.Reader, clk clock.Clock, mach
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
 	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{},
-		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, wake: make(chan event.GenericEvent, 64)}
+		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, given: map[string]time.Time{}, wake: make(chan event.GenericEvent, 64)}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as

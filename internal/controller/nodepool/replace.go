@@ -131,6 +131,9 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 			errs = append(errs, err)
 			continue
 		}
+		if rec != nil && c.givenBack(rec.Replacement, now) {
+			continue // the cache still shows a record this controller took away
+		}
 		if upgradeStep(rec) {
 			if booting(rec, names) {
 				pending++
@@ -349,7 +352,34 @@ func (c *Controller) abandon(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	c.event(n, corev1.EventTypeWarning, "ReplacementFailed", "sluice: the node stays in service: "+why)
 	c.event(pool, corev1.EventTypeWarning, "ReplacementFailed", fmt.Sprintf("sluice: node %s stays in service: %s", n.Name, why))
 	c.opts.Log.Error("replacement given up; the node stays in service", "node", n.Name, "nodepool", pool.Name, "why", why)
-	return c.setRecord(ctx, n, nil)
+	if err := c.setRecord(ctx, n, nil); err != nil {
+		return err
+	}
+	if rec, err := disruption.RecordOf(n); err == nil && rec != nil && rec.Replacement != "" {
+		c.mu.Lock()
+		c.given[rec.Replacement] = c.clock.Now()
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// givenBack says whether a record naming this replacement was taken away by
+// this controller lately (the cache may not show it yet). Remembered for a
+// minute: far longer than a watch event's way, and a record written anew
+// names a new replacement.
+func (c *Controller) givenBack(replacement string, now time.Time) bool {
+	if replacement == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, at := range c.given {
+		if now.Sub(at) > time.Minute {
+			delete(c.given, name)
+		}
+	}
+	_, ok := c.given[replacement]
+	return ok
 }
 
 // setRecord writes (or, with nil, removes) the node's record. Only the
