@@ -67,7 +67,10 @@ func TestAzureRFC3339NotBeforeDrainsInTimeBesideAGarbageEntry(t *testing.T) {
 		EventStatus: "Scheduled", NotBefore: rfc1123(notBefore), EventSource: "Platform", DurationInSeconds: 900})
 	s.drainedBefore(t, notBefore)
 	s.waitForReason(t, 10*time.Second, "MetadataRejected")
-	time.Sleep(3 * time.Second) // a few more polls of the same garbage
+	polled := s.requests.Load()
+	s.env.WaitFor(t, 15*time.Second, "three more polls of the same garbage", func(context.Context) (bool, error) {
+		return s.requests.Load() >= polled+3, nil
+	})
 	if n := count(s.reasons(t), "MetadataRejected"); n != 1 {
 		t.Errorf("%d MetadataRejected Events for one garbage entry; want 1", n)
 	}

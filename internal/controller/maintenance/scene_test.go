@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,6 +42,7 @@ type scene struct {
 	azure     *azure.Server
 	aws       *aws.Server
 	gcp       *gcp.Server
+	requests  atomic.Int64 // requests the metadata emulator has answered
 	stopAgent func()
 }
 
@@ -80,7 +82,10 @@ func newScene(t *testing.T, cloud maintenance.Source) *scene {
 }
 
 func (s *scene) serve(t *testing.T, h http.Handler) {
-	srv := httptest.NewServer(h) // 127.0.0.1 only
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { // 127.0.0.1 only
+		s.requests.Add(1)
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	s.endpoint = srv.URL
 }
@@ -208,14 +213,35 @@ func (s *scene) waitForPhase(t *testing.T, timeout time.Duration, phase mcontrol
 	})
 }
 
-// holds asserts that something does not happen: cond must hold of the node
-// at every look for the whole window (a negative has no event to wait on).
+// holds asserts that something does not happen: cond must hold of every
+// state of the node the API server reports during the window (a negative has
+// no event to wait on, so the window is the wait).
 func (s *scene) holds(t *testing.T, window time.Duration, what string, cond func(*corev1.Node) bool) {
 	t.Helper()
-	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if !cond(s.getNode(t)) {
-			t.Fatalf("%s: it did not", what)
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	if !cond(s.getNode(t)) {
+		t.Fatalf("%s: it did not", what)
+	}
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", s.node).String()}
+	for ctx.Err() == nil {
+		w, err := s.env.Client.CoreV1().Nodes().Watch(ctx, opts)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Fatalf("watching %s: %v", s.node, err)
+			}
+			break
 		}
+		for ev := range w.ResultChan() { // closed when the window ends, or the server ends the watch
+			if n, ok := ev.Object.(*corev1.Node); ok && !cond(n) {
+				w.Stop()
+				t.Fatalf("%s: it did not", what)
+			}
+		}
+		w.Stop()
+	}
+	if !cond(s.getNode(t)) {
+		t.Fatalf("%s: it did not", what)
 	}
 }
 

@@ -347,13 +347,25 @@ func (s *scene) annotateNode(t *testing.T, node, key, value string) {
 // nodeEvents lists "Reason: message" of the Events on a node.
 func (s *scene) nodeEvents(t *testing.T, node string) []string { return s.events(t, "Node", node) }
 
-// holdsFor asserts that cond holds at every look for the whole window.
+// holdsFor asserts that cond holds for the whole window: at its start, after
+// every change to one of the pool's nodes, and at its end. A negative has no
+// event to wait on, so the window is the wait.
 func (s *scene) holdsFor(t *testing.T, window time.Duration, what string, cond func(context.Context) bool) {
 	t.Helper()
-	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if !cond(context.Background()) {
-			t.Fatalf("%s: it did not hold", what)
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	failed := false
+	check := func() {
+		if !failed && !cond(context.Background()) {
+			failed = true
+			cancel()
 		}
+	}
+	check()
+	s.eachNodeChange(ctx, t, func(*corev1.Node) { check() })
+	check()
+	if failed {
+		t.Fatalf("%s: it did not hold", what)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -199,6 +200,29 @@ func (s *scene) nodes(ctx context.Context) ([]*corev1.Node, error) {
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// eachNodeChange calls f with every state of the pool's nodes that the API
+// server reports, from their state now until ctx ends: a watch, so no state
+// between two looks is missed. It returns when ctx ends.
+func (s *scene) eachNodeChange(ctx context.Context, t *testing.T, f func(*corev1.Node)) {
+	t.Helper()
+	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(s.selector).String()}
+	for ctx.Err() == nil {
+		w, err := s.env.Client.CoreV1().Nodes().Watch(ctx, opts)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("watching the pool's nodes: %v", err)
+			}
+			return
+		}
+		for ev := range w.ResultChan() { // closed when ctx ends, or the server ends the watch
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				f(n)
+			}
+		}
+		w.Stop()
+	}
 }
 
 // waitNodes waits until the pool has exactly n nodes, all Ready and none

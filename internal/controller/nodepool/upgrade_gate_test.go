@@ -63,23 +63,19 @@ func TestUpgradeHealthGateWaitsForDaemonSetPods(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ctx.Err() == nil {
-			nodes, err := s.nodes(ctx)
-			for _, n := range nodes {
-				rec, _ := disruption.RecordOf(n)
-				if err != nil || rec == nil || rec.Phase != disruption.PhaseDraining {
-					continue
-				}
-				ok, err := s.agentReadyOn(ctx, rec.Replacement)
-				mu.Lock()
-				drained[n.Name] = true
-				if err == nil && !ok {
-					early[n.Name] = fmt.Sprintf("%s draining while the agent on its surge node %s is not Ready", n.Name, rec.Replacement)
-				}
-				mu.Unlock()
+		s.eachNodeChange(ctx, t, func(n *corev1.Node) {
+			rec, _ := disruption.RecordOf(n)
+			if rec == nil || rec.Phase != disruption.PhaseDraining {
+				return
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			ok, err := s.agentReadyOn(ctx, rec.Replacement)
+			mu.Lock()
+			defer mu.Unlock()
+			drained[n.Name] = true
+			if err == nil && !ok {
+				early[n.Name] = fmt.Sprintf("%s draining while the agent on its surge node %s is not Ready", n.Name, rec.Replacement)
+			}
+		})
 	}()
 	s.upgrade(t, "img-2", v1alpha1.UpgradeSpec{MaxSurge: surge(intstr.FromInt32(1)), HealthGate: &v1alpha1.HealthGate{DaemonSetPodsReady: true}})
 	st := s.waitUpgrade(t, "img-2", v1alpha1.UpgradeSucceeded, 3*time.Minute)

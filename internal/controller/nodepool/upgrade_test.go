@@ -234,13 +234,14 @@ func TestUpgradeAbortAndResume(t *testing.T) {
 	s.waitUpgrade(t, "img-2", v1alpha1.UpgradeAborted, time.Minute)
 	s.env.WaitFor(t, 2*time.Minute, "the pool settled after the abort", func(ctx context.Context) (bool, error) { return s.settled(ctx, t) })
 	// Settled, it stays so: nothing new starts while aborted.
-	time.Sleep(5 * time.Second)
+	s.holdsFor(t, 5*time.Second, "the pool stays settled at 6 nodes while aborted", func(ctx context.Context) bool {
+		nodes, err := s.nodes(ctx)
+		ok, serr := s.settled(ctx, t)
+		return err == nil && serr == nil && ok && len(nodes) == 6
+	})
 	nodes, err := s.nodes(context.Background())
 	if err != nil {
 		t.Fatal(err)
-	}
-	if ok, err := s.settled(context.Background(), t); !ok || err != nil || len(nodes) != 6 {
-		t.Fatalf("after the abort the pool moved again or is not 6 nodes (%d nodes, settled %v, err %v)", len(nodes), ok, err)
 	}
 	old := countImage(nodes, "img-1")
 	if old == 0 || old == 6 {
@@ -284,7 +285,6 @@ func TestUpgradeSurvivesAControllerRestart(t *testing.T) {
 			return false, nil
 		})
 		stop()
-		time.Sleep(time.Second)
 		stop = s.run(t, nil)
 	}
 	t.Cleanup(func() { stop() })
