@@ -120,11 +120,18 @@ func BenchmarkMassSpotEvent(b *testing.B) {
 		n := envInt(b, envNodes, 1000)
 		p := envInt(b, envPreempt, min(100, max(n/10, 1)))
 		// Each node holds 30 pods and may take 110: the replacements of the
-		// preempted nodes' pods need the rest to stay under that.
-		if p > n*7/10 {
-			b.Fatalf("%s=%d of %s=%d: the other nodes would have no room for the replacements; preempt at most %d", envPreempt, p, envNodes, n, n*7/10)
+		// pods of the nodes the bare client empties, then of the preempted
+		// ones, need the rest to stay under that.
+		if 2*p > n*7/10 {
+			b.Fatalf("%s=%d of %s=%d: the other nodes would have no room for the replacements; preempt at most %d", envPreempt, p, envNodes, n, n*7/20)
 		}
 		cl := newScaleCluster(b, n, p)
+		// First the sandbox's ceiling, on other nodes: a bare client empties
+		// as many as fast as the API server lets it. Then the cluster settles
+		// again (every replacement Ready) before sluice's turn.
+		waitCalm(b, 5*time.Minute)
+		ceil := measureCeiling(b, cl, ceilingNodes(b, cl, p))
+		waitBudgetsSettled(b, cl.client, cl.ns, cl.budgets, 10*time.Minute)
 		c := startControllerProcess(b, bin, cl.sb.Kubeconfig())
 		c.waitQueueEmpty(b)
 		// The event is measured on a cluster at rest, not on the backlog of
@@ -164,7 +171,7 @@ func BenchmarkMassSpotEvent(b *testing.B) {
 		reportMassSpot(b, massSpot{
 			cluster: cl, watch: watch, deadlines: deadlines, injected: injected, spread: spread,
 			requests: reqAfter.total() - reqBefore.total(), window: window, peakRate: peak, mem: mem,
-			controller: c, loadStart: loadStart, loadEnd: loadavg(),
+			controller: c, loadStart: loadStart, loadEnd: loadavg(), ceiling: ceil,
 		})
 	}
 }
@@ -182,6 +189,7 @@ type scaleCluster struct {
 	targets []*target // the nodes with an agent, spread over the pools
 	nodes   int
 	pods    int
+	budgets int // one per Deployment
 
 	nodesReady, podsReady, budgetsSettled time.Duration
 	setup                                 time.Duration // from the sandbox's start to every budget settled
@@ -239,15 +247,8 @@ func newScaleCluster(b *testing.B, nodes, agents int) *scaleCluster {
 	cl.podsReady = time.Since(stepStart)
 
 	stepStart = time.Now()
-	waitUntil(b, 5*time.Minute, "every budget counting all its pods healthy", func() bool {
-		list, err := client.PolicyV1().PodDisruptionBudgets(cl.ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil || len(list.Items) < deployments {
-			return false
-		}
-		return !slices.ContainsFunc(list.Items, func(p policyv1.PodDisruptionBudget) bool {
-			return p.Status.ObservedGeneration < p.Generation || p.Status.ExpectedPods == 0 || p.Status.CurrentHealthy < p.Status.ExpectedPods
-		})
-	})
+	cl.budgets = deployments
+	waitBudgetsSettled(b, client, cl.ns, deployments, 5*time.Minute)
 	waitUntil(b, time.Minute, "every agent's first report", func() bool {
 		return !slices.ContainsFunc(cl.targets, func(t *target) bool { return !h.marks.hasReport(t.node) })
 	})
@@ -754,6 +755,7 @@ type massSpot struct {
 	window     time.Duration
 	peakRate   float64
 	mem        sandbox.Memory
+	ceiling    ceiling // a bare client on as many other nodes, before
 
 	loadStart, loadEnd string
 }
@@ -840,24 +842,27 @@ func reportMassSpot(b *testing.B, m massSpot) {
 		return fmt.Sprintf("%s / %s", nearestRank(ds, 0.5).Round(time.Millisecond), nearestRank(ds, 0.99).Round(time.Millisecond))
 	}
 	of := func(k, n int) string { return fmt.Sprintf("%d/%d", k, n) }
-	printTable(fmt.Sprintf("mass spot event: %d of %d nodes get an Azure Preempt with %s of notice within %s (the last %s after the first), %d pods on them (%d to %d a node; grace 10s, stop after 3s), budgets maxUnavailable 10%%, `sluice controller` as its own process",
-		p, cl.nodes, preemptNotice, m.spread, m.injected.Round(time.Millisecond), podsOn, minPods, maxPods), [][]string{
-		{"", "measured", "target"},
-		{"nodes cordoned within 2s of their agent's report", of(cordonedIn2s, p), of(p, p)},
-		{"report on the Node -> cordoned, p50 / p99", pct(cordon), ""},
-		{"report on the Node -> node empty (drained), p50 / p99", pct(drain) + fmt.Sprintf(" (%d drained)", len(drain)), ""},
-		{"nodes drained before their deadline", of(drainedInTime, p), of(p, p)},
-		{"pods that left gracefully (evicted, gone before the deadline)", of(graceful, podsOn), of(podsOn, podsOn)},
-		{"  deleted despite a budget (DeadlineForced Events)", strconv.Itoa(forced), ""},
-		{"  still on their node at its deadline", strconv.Itoa(stayed), ""},
-		{"evictions per second (first report -> last eviction)", fmt.Sprintf("%.0f/s (%d evictions)", evictRate, evicted), ""},
-		{"  the sandbox's pace: replacements created / Ready by the last deadline", replacementPace(w, firstReport, lastDeadline), ""},
-		{"budgets below desiredHealthy, not explained by DeadlineForced", fmt.Sprintf("%d (%d violated, %d explained)", unexplained, len(w.violated), explained), "0"},
-		{"controller API requests during the event", fmt.Sprintf("%.0f in %.0fs, peak %.0f/s (client limit 200/s, burst 400)", m.requests, m.window.Seconds(), m.peakRate), ""},
-		{"controller RSS at the end / peak", fmt.Sprintf("%d MiB / %d MiB", m.mem.RSS>>20, m.mem.Peak>>20), "<= 300 MiB"},
-		{"controller start -> caches synced", m.controller.synced.Round(100 * time.Millisecond).String(), ""},
-		{"setup: sandbox, nodes Ready, pods Ready, budgets settled", setupLine(cl), ""},
-		{"machine load (1, 5, 15 min) at start / end", m.loadStart + " / " + m.loadEnd, ""},
+	ceil := m.ceiling
+	printTable(fmt.Sprintf("mass spot event: %d of %d nodes get an Azure Preempt with %s of notice within %s (the last %s after the first), %d pods on them (%d to %d a node; grace 10s, stop after 3s), budgets maxUnavailable 10%%, `sluice controller` as its own process; beside it, before it, a bare client empties %d other nodes (%d pods) as fast as the API server lets it, evictions only, for the same %s",
+		p, cl.nodes, preemptNotice, m.spread, m.injected.Round(time.Millisecond), podsOn, minPods, maxPods, ceil.nodes, ceil.pods, preemptNotice), [][]string{
+		{"", "sluice", "bare client (the sandbox's ceiling)", "target"},
+		{"nodes cordoned within 2s of their agent's report", of(cordonedIn2s, p), "", of(p, p)},
+		{"report on the Node -> cordoned, p50 / p99", pct(cordon), "", ""},
+		{"report on the Node -> node empty (drained), p50 / p99", pct(drain) + fmt.Sprintf(" (%d drained)", len(drain)),
+			pct(ceil.drained) + fmt.Sprintf(" (%d drained; from its start)", len(ceil.drained)), ""},
+		{"nodes drained before their deadline", of(drainedInTime, p), of(ceil.drainedInTime, ceil.nodes), of(p, p)},
+		{"pods that left gracefully (evicted, gone before the deadline)", of(graceful, podsOn), of(ceil.goneInTime, ceil.pods), of(podsOn, podsOn)},
+		{"  deleted despite a budget (DeadlineForced Events)", strconv.Itoa(forced), "0 (never)", ""},
+		{"  still on their node at its deadline", strconv.Itoa(stayed), strconv.Itoa(ceil.pods - ceil.goneInTime), ""},
+		{"evictions per second", fmt.Sprintf("%.0f/s (%d evictions; first report -> last eviction)", evictRate, evicted),
+			fmt.Sprintf("%.0f/s (%d evictions, %d refused or failed; start -> last eviction)", ceil.rate, ceil.evicted, ceil.refused), ""},
+		{"  the sandbox's pace: replacements created / Ready by the last deadline", replacementPace(w, firstReport, lastDeadline), ceil.pace, ""},
+		{"budgets below desiredHealthy, not explained by DeadlineForced", fmt.Sprintf("%d (%d violated, %d explained)", unexplained, len(w.violated), explained), "", "0"},
+		{"controller API requests during the event", fmt.Sprintf("%.0f in %.0fs, peak %.0f/s (client limit 200/s, burst 400)", m.requests, m.window.Seconds(), m.peakRate), "", ""},
+		{"controller RSS at the end / peak", fmt.Sprintf("%d MiB / %d MiB", m.mem.RSS>>20, m.mem.Peak>>20), "", "<= 300 MiB"},
+		{"controller start -> caches synced", m.controller.synced.Round(100 * time.Millisecond).String(), "", ""},
+		{"setup: sandbox, nodes Ready, pods Ready, budgets settled", setupLine(cl), "", ""},
+		{"machine load (1, 5, 15 min) at start / end", m.loadStart + " / " + m.loadEnd, ceil.load, ""},
 	})
 	b.ReportMetric(float64(cordonedIn2s), "cordoned-in-2s")
 	b.ReportMetric(float64(drainedInTime), "drained-in-time")
