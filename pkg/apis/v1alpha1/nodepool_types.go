@@ -214,20 +214,23 @@ const (
 
 // ProviderName names what creates and deletes a pool's machines.
 //
-// +kubebuilder:validation:Enum=kwok;none
+// +kubebuilder:validation:Enum=kwok;none;aws-asg
 type ProviderName string
 
 // Providers.
 const (
-	ProviderKwok ProviderName = "kwok"
-	ProviderNone ProviderName = "none"
+	ProviderKwok   ProviderName = "kwok"
+	ProviderNone   ProviderName = "none"
+	ProviderAWSASG ProviderName = "aws-asg"
 )
 
 // ProviderSpec picks the pool's provider and holds its settings.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.kwok) || self.name == 'kwok'",message="provider.kwok is the kwok provider's settings: set it only with provider.name kwok"
+// +kubebuilder:validation:XValidation:rule="!has(self.aws) || self.name == 'aws-asg'",message="provider.aws is the aws-asg provider's settings: set it only with provider.name aws-asg"
+// +kubebuilder:validation:XValidation:rule="self.name != 'aws-asg' || has(self.aws)",message="provider.name aws-asg needs provider.aws.autoScalingGroups: the groups the pool's machines belong to"
 type ProviderSpec struct {
-	// Name is the provider: kwok or none.
+	// Name is the provider: kwok, aws-asg or none.
 	//
 	// +optional
 	// +kubebuilder:default=none
@@ -238,6 +241,42 @@ type ProviderSpec struct {
 	//
 	// +optional
 	Kwok *KwokProviderSpec `json:"kwok,omitempty"`
+
+	// AWS holds the settings of the aws-asg provider: the Auto Scaling
+	// groups the pool's machines belong to. The region and credentials are
+	// the controller's (the AWS SDK's default chain).
+	//
+	// +optional
+	AWS *AWSProviderSpec `json:"aws,omitempty"`
+}
+
+// AWSProviderSpec maps a pool onto EC2 Auto Scaling groups.
+type AWSProviderSpec struct {
+	// AutoScalingGroups the pool's machines belong to: one, or one per
+	// instance type. A new machine goes to the first group whose instance
+	// type the template allows and the cloud has capacity for.
+	//
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=map
+	// +listMapKey=name
+	AutoScalingGroups []AutoScalingGroup `json:"autoScalingGroups"`
+}
+
+// AutoScalingGroup is one EC2 Auto Scaling group of a pool.
+type AutoScalingGroup struct {
+	// Name of the group.
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name"`
+
+	// InstanceType of the group's machines, overriding its launch
+	// template's; empty: the launch template's.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	InstanceType string `json:"instanceType,omitempty"`
 }
 
 // Manages says whether sluice creates and deletes the pool's machines.

@@ -1,0 +1,376 @@
+// Package awsasg is the aws-asg provider: a pool's machines are EC2
+// instances in the pool's Auto Scaling groups, made, found and removed
+// through the EC2 and Auto Scaling APIs with the AWS SDK for Go v2.
+//
+// A machine is named by sluice before it is asked for (see
+// provider.Provider.Create) and the name is written on the instance as the
+// tag sluice.dev/machine, which is how every later call finds it: Create
+// first looks the name up and launches nothing when the instance is there,
+// so a controller killed between its request and its record asks again
+// without making a second machine. (EC2's ClientToken gives the same promise
+// for 24 h; moto does not keep it, and the tag lookup does not depend on it.)
+// A new instance is launched from the group's own launch template into one of
+// its subnets, then attached to the group, which raises the group's desired
+// capacity by one; deleting it terminates it in the group with the desired
+// capacity lowered by one, so the group never replaces what sluice removed.
+package awsasg
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"k8s.io/utils/clock"
+
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+var _ provider.Provider = (*Provider)(nil)
+
+// Tags the provider writes on every instance it launches.
+const (
+	TagMachine  = "sluice.dev/machine"
+	TagNodePool = "sluice.dev/nodepool"
+)
+
+// EC2 is the part of the EC2 API the provider calls (*ec2.Client has it).
+type EC2 interface {
+	RunInstances(context.Context, *ec2.RunInstancesInput, ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
+	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// AutoScaling is the part of the Auto Scaling API the provider calls
+// (*autoscaling.Client has it).
+type AutoScaling interface {
+	DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error)
+	DescribeAutoScalingInstances(context.Context, *autoscaling.DescribeAutoScalingInstancesInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error)
+	AttachInstances(context.Context, *autoscaling.AttachInstancesInput, ...func(*autoscaling.Options)) (*autoscaling.AttachInstancesOutput, error)
+	TerminateInstanceInAutoScalingGroup(context.Context, *autoscaling.TerminateInstanceInAutoScalingGroupInput, ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
+}
+
+// unavailableFor is how long an instance type the cloud had no capacity for
+// is passed over when a group is chosen (as Karpenter's ICE cache does).
+const unavailableFor = 3 * time.Minute
+
+// Provider makes a pool's machines in its Auto Scaling groups. Build it
+// with New.
+type Provider struct {
+	ec2   EC2
+	asg   AutoScaling
+	clock clock.PassiveClock
+
+	mu          sync.Mutex
+	unavailable map[string]time.Time // instance type (or group, when it has none) -> until
+}
+
+// New returns a provider calling the two APIs (clients built from the SDK's
+// default configuration chain in a cluster: IRSA or Pod Identity).
+func New(ec2c EC2, asg AutoScaling, clk clock.PassiveClock) *Provider {
+	return &Provider{ec2: ec2c, asg: asg, clock: clk, unavailable: map[string]time.Time{}}
+}
+
+// Create launches the machine named name in one of the pool's groups, or
+// returns it when it is already there (attaching it to its group if an
+// earlier call stopped short of that).
+func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error) {
+	spec := pool.Spec.Provider.AWS
+	if spec == nil || len(spec.AutoScalingGroups) == 0 {
+		return nil, &provider.Error{Code: provider.CodeInvalidTemplate, Message: "provider.aws.autoScalingGroups is empty: name the pool's Auto Scaling groups"}
+	}
+	if name == "" {
+		name = provider.NewName(pool.Name)
+	}
+	inst, err := p.find(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if inst == nil {
+		if inst, err = p.launch(ctx, pool, name); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.attach(ctx, inst); err != nil {
+		return nil, err
+	}
+	return machineOf(inst), nil
+}
+
+// launch runs one instance from the first group that can take it.
+func (p *Provider) launch(ctx context.Context, pool *v1alpha1.NodePool, name string) (*ec2types.Instance, error) {
+	var lastRefusal error
+	for _, g := range p.candidates(pool) {
+		group, err := p.group(ctx, g.Name)
+		if err != nil {
+			return nil, err
+		}
+		inst, err := p.run(ctx, pool, name, g, group)
+		if err == nil {
+			return inst, nil
+		}
+		perr, ok := provider.AsError(err)
+		if !ok || perr.Code != provider.CodeInsufficientCapacity {
+			return nil, err
+		}
+		p.markUnavailable(g)
+		lastRefusal = err
+	}
+	if lastRefusal != nil {
+		return nil, lastRefusal
+	}
+	return nil, &provider.Error{Code: provider.CodeInsufficientCapacity, Retryable: true,
+		Message: "every Auto Scaling group of the pool had no capacity in the last " + unavailableFor.String()}
+}
+
+// candidates are the pool's groups whose instance type the template allows
+// and the cloud has not lately refused, in the pool's order.
+func (p *Provider) candidates(pool *v1alpha1.NodePool) []v1alpha1.AutoScalingGroup {
+	var allowed []string
+	if pool.Spec.Template != nil {
+		allowed = pool.Spec.Template.InstanceTypes
+	}
+	now := p.clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []v1alpha1.AutoScalingGroup
+	for _, g := range pool.Spec.Provider.AWS.AutoScalingGroups {
+		if g.InstanceType != "" && len(allowed) > 0 && !slices.Contains(allowed, g.InstanceType) {
+			continue
+		}
+		if until, ok := p.unavailable[unavailableKey(g)]; ok && now.Before(until) {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func unavailableKey(g v1alpha1.AutoScalingGroup) string {
+	if g.InstanceType != "" {
+		return g.InstanceType
+	}
+	return "group/" + g.Name
+}
+
+func (p *Provider) markUnavailable(g v1alpha1.AutoScalingGroup) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unavailable[unavailableKey(g)] = p.clock.Now().Add(unavailableFor)
+}
+
+// group reads an Auto Scaling group.
+func (p *Provider) group(ctx context.Context, name string) (*astypes.AutoScalingGroup, error) {
+	out, err := p.asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{name}})
+	if err != nil {
+		return nil, refusal(fmt.Sprintf("reading Auto Scaling group %s", name), err)
+	}
+	if len(out.AutoScalingGroups) == 0 {
+		return nil, &provider.Error{Code: provider.CodeInvalidTemplate, Message: fmt.Sprintf("Auto Scaling group %s does not exist in this account and region", name)}
+	}
+	return &out.AutoScalingGroups[0], nil
+}
+
+// run launches the instance from the group's launch template into the
+// group's first subnet (zone balance is the group's own rebalancing's job),
+// with the group's instance type when it names one.
+func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string, g v1alpha1.AutoScalingGroup, group *astypes.AutoScalingGroup) (*ec2types.Instance, error) {
+	lt := group.LaunchTemplate
+	if lt == nil && group.MixedInstancesPolicy != nil && group.MixedInstancesPolicy.LaunchTemplate != nil {
+		lt = group.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
+	}
+	if lt == nil {
+		return nil, &provider.Error{Code: provider.CodeInvalidTemplate,
+			Message: fmt.Sprintf("Auto Scaling group %s has no launch template (launch configurations are not supported)", g.Name)}
+	}
+	in := &ec2.RunInstancesInput{
+		MinCount:    aws.Int32(1),
+		MaxCount:    aws.Int32(1),
+		ClientToken: aws.String(name),
+		LaunchTemplate: &ec2types.LaunchTemplateSpecification{
+			LaunchTemplateId: lt.LaunchTemplateId, LaunchTemplateName: lt.LaunchTemplateName, Version: lt.Version,
+		},
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+			{Key: aws.String(TagMachine), Value: aws.String(name)},
+			{Key: aws.String(TagNodePool), Value: aws.String(pool.Name)},
+			{Key: aws.String(tagGroup), Value: aws.String(g.Name)},
+		}}},
+	}
+	if lt.LaunchTemplateId != nil {
+		in.LaunchTemplate.LaunchTemplateName = nil // EC2 takes one of the two
+	}
+	if g.InstanceType != "" {
+		in.InstanceType = ec2types.InstanceType(g.InstanceType)
+	}
+	if subnets := strings.Split(aws.ToString(group.VPCZoneIdentifier), ","); subnets[0] != "" {
+		in.SubnetId = aws.String(strings.TrimSpace(subnets[0]))
+	}
+	if pool.Spec.Template != nil && pool.Spec.Template.Capacity == v1alpha1.CapacitySpot {
+		in.InstanceMarketOptions = &ec2types.InstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeSpot}
+	}
+	out, err := p.ec2.RunInstances(ctx, in)
+	if err != nil {
+		return nil, refusal(fmt.Sprintf("launching %s in Auto Scaling group %s", name, g.Name), err)
+	}
+	if len(out.Instances) != 1 {
+		return nil, fmt.Errorf("launching %s: EC2 answered with %d instances, want 1", name, len(out.Instances))
+	}
+	return &out.Instances[0], nil
+}
+
+// attach puts the instance in the group it was launched for, unless it is
+// in a group already. Attaching raises the group's desired capacity by one.
+func (p *Provider) attach(ctx context.Context, inst *ec2types.Instance) error {
+	id := aws.ToString(inst.InstanceId)
+	out, err := p.asg.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		return refusal("reading the group of instance "+id, err)
+	}
+	if len(out.AutoScalingInstances) > 0 {
+		return nil
+	}
+	want := tag(inst, tagGroup)
+	if want == "" {
+		return fmt.Errorf("instance %s (machine %s) has no %s tag: it was not launched by this provider", id, tag(inst, TagMachine), tagGroup)
+	}
+	if _, err := p.asg.AttachInstances(ctx, &autoscaling.AttachInstancesInput{AutoScalingGroupName: aws.String(want), InstanceIds: []string{id}}); err != nil {
+		return refusal(fmt.Sprintf("attaching instance %s to Auto Scaling group %s", id, want), err)
+	}
+	return nil
+}
+
+// tagGroup records on an instance the group it is launched for, so an
+// attach cut short is finished by the next Create.
+const tagGroup = "sluice.dev/autoscaling-group"
+
+// Delete terminates the machine, in its group with the desired capacity
+// lowered by one; a machine already gone (or never made) is no error.
+func (p *Provider) Delete(ctx context.Context, name string) error {
+	inst, err := p.find(ctx, name)
+	if err != nil || inst == nil {
+		return err
+	}
+	id := aws.ToString(inst.InstanceId)
+	out, err := p.asg.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		return refusal("reading the group of instance "+id, err)
+	}
+	if len(out.AutoScalingInstances) > 0 {
+		_, err = p.asg.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+			InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+		if err != nil {
+			return refusal(fmt.Sprintf("terminating instance %s (machine %s) in its group", id, name), err)
+		}
+		return nil
+	}
+	// Launched but never attached: no group counts it.
+	if _, err := p.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+		return refusal(fmt.Sprintf("terminating instance %s (machine %s)", id, name), err)
+	}
+	return nil
+}
+
+// Get returns the machine named name.
+func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, error) {
+	inst, err := p.find(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if inst == nil {
+		return nil, fmt.Errorf("machine %s: %w", name, provider.ErrNotFound)
+	}
+	return machineOf(inst), nil
+}
+
+// List returns the pool's machines that are not terminated.
+func (p *Provider) List(ctx context.Context, pool string) ([]*provider.Machine, error) {
+	insts, err := p.describe(ctx, ec2types.Filter{Name: aws.String("tag:" + TagNodePool), Values: []string{pool}})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*provider.Machine, 0, len(insts))
+	for i := range insts {
+		out = append(out, machineOf(&insts[i]))
+	}
+	return out, nil
+}
+
+// find returns the instance tagged with the machine's name that is not
+// terminated, or nil. An instance that terminated on its own (a spot
+// reclaim, a launch that failed) is gone as one sluice deleted is: the
+// controller asks again or gives up by its own rules.
+func (p *Provider) find(ctx context.Context, name string) (*ec2types.Instance, error) {
+	insts, err := p.describe(ctx, ec2types.Filter{Name: aws.String("tag:" + TagMachine), Values: []string{name}})
+	if err != nil || len(insts) == 0 {
+		return nil, err
+	}
+	// Several only if a person launched copies by hand; the oldest is ours.
+	slices.SortFunc(insts, func(a, b ec2types.Instance) int { return aws.ToTime(a.LaunchTime).Compare(aws.ToTime(b.LaunchTime)) })
+	return &insts[0], nil
+}
+
+// describe lists the instances matching the filter that are not
+// terminated, page by page.
+func (p *Provider) describe(ctx context.Context, filter ec2types.Filter) ([]ec2types.Instance, error) {
+	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{filter,
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}}}}
+	var out []ec2types.Instance
+	for {
+		page, err := p.ec2.DescribeInstances(ctx, in)
+		if err != nil {
+			return nil, refusal("listing instances", err)
+		}
+		for _, r := range page.Reservations {
+			out = append(out, r.Instances...)
+		}
+		if aws.ToString(page.NextToken) == "" {
+			return out, nil
+		}
+		in.NextToken = page.NextToken
+	}
+}
+
+// machineOf describes an instance as a machine.
+func machineOf(inst *ec2types.Instance) *provider.Machine {
+	m := &provider.Machine{
+		Name:         tag(inst, TagMachine),
+		Pool:         tag(inst, TagNodePool),
+		InstanceType: string(inst.InstanceType),
+		Capacity:     v1alpha1.CapacityOnDemand,
+		Created:      aws.ToTime(inst.LaunchTime),
+		State:        provider.StateLaunching,
+	}
+	if inst.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+		m.Capacity = v1alpha1.CapacitySpot
+	}
+	if inst.Placement != nil {
+		m.Zone = aws.ToString(inst.Placement.AvailabilityZone)
+	}
+	m.ProviderID = fmt.Sprintf("aws:///%s/%s", m.Zone, aws.ToString(inst.InstanceId))
+	if inst.State != nil {
+		switch inst.State.Name {
+		case ec2types.InstanceStateNameRunning:
+			m.State = provider.StateRunning
+		case ec2types.InstanceStateNameShuttingDown, ec2types.InstanceStateNameStopping, ec2types.InstanceStateNameStopped:
+			m.State = provider.StateDeleting
+		}
+	}
+	return m
+}
+
+func tag(inst *ec2types.Instance, key string) string {
+	for _, t := range inst.Tags {
+		if aws.ToString(t.Key) == key {
+			return aws.ToString(t.Value)
+		}
+	}
+	return ""
+}

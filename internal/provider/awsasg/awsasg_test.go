@@ -1,0 +1,244 @@
+package awsasg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/smithy-go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/awsasg"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+func pool(name string, groups ...v1alpha1.AutoScalingGroup) *v1alpha1.NodePool {
+	return &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.NodePoolSpec{
+		Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAWSASG, AWS: &v1alpha1.AWSProviderSpec{AutoScalingGroups: groups}},
+	}}
+}
+
+var seq atomic.Int64
+
+// unique is a name no other test of this run uses.
+func unique(prefix string) string {
+	return fmt.Sprintf("%s%d-%d", prefix, time.Now().Unix(), seq.Add(1))
+}
+
+var providerID = regexp.MustCompile(`^aws:///us-east-1[a-f]/i-[0-9a-f]+$`)
+
+// Create launches one instance from the group's launch template, tags it
+// with the machine's name, attaches it (desired 0 -> 1), and asking again by
+// the same name returns the same machine: no second instance, desired 1.
+func TestCreateIsIdempotentByName(t *testing.T) {
+	m := startMoto(t)
+	group := unique("asg-")
+	m.group(t, group, "m5.large", 3)
+	p := awsasg.New(m.ec2, m.asg, clocktesting.NewFakeClock(time.Now()))
+	web := unique("web-")
+	np := pool(web, v1alpha1.AutoScalingGroup{Name: group})
+	name := provider.NewName(web)
+
+	first, err := p.Create(context.Background(), np, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Name != name || first.Pool != web || first.InstanceType != "m5.large" || !providerID.MatchString(first.ProviderID) {
+		t.Errorf("machine %+v; want %s of pool %s, m5.large, a providerID like aws:///us-east-1a/i-…", first, name, web)
+	}
+	again, err := p.Create(context.Background(), np, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ProviderID != first.ProviderID {
+		t.Errorf("asked again by name: %s; want the same machine %s", again.ProviderID, first.ProviderID)
+	}
+	if insts := m.tagged(t, name); len(insts) != 1 {
+		t.Errorf("%d instances named %s; want 1", len(insts), name)
+	}
+	desired, members := m.desired(t, group)
+	if desired != 1 || len(members) != 1 || !strings.HasSuffix(first.ProviderID, "/"+members[0]) {
+		t.Errorf("group %s: desired %d, instances %v; want desired 1 holding %s", group, desired, members, first.ProviderID)
+	}
+	got, err := p.Get(context.Background(), name)
+	if err != nil || got.ProviderID != first.ProviderID {
+		t.Errorf("Get(%s) = %+v, %v; want %s", name, got, err, first.ProviderID)
+	}
+	list, err := p.List(context.Background(), web)
+	if err != nil || len(list) != 1 || list[0].Name != name {
+		t.Errorf("List(%s) = %v, %v; want the one machine", web, list, err)
+	}
+}
+
+// A controller killed after the launch and before the attach asks again by
+// the same name: the instance is found by its tag and attached, once.
+func TestCreateFinishesAnAttachCutShort(t *testing.T) {
+	m := startMoto(t)
+	group := unique("asg-")
+	m.group(t, group, "m5.large", 3)
+	asg := &failingAttach{AutoScaling: m.asg}
+	asg.fail.Store(1)
+	p := awsasg.New(m.ec2, asg, clocktesting.NewFakeClock(time.Now()))
+	np := pool("web", v1alpha1.AutoScalingGroup{Name: group})
+	name := provider.NewName("web")
+
+	if _, err := p.Create(context.Background(), np, name); err == nil {
+		t.Fatal("Create succeeded with the attach failing")
+	}
+	if desired, members := m.desired(t, group); desired != 0 || len(members) != 0 {
+		t.Fatalf("after a failed attach: desired %d, instances %v; want 0 and none", desired, members)
+	}
+	machine, err := p.Create(context.Background(), np, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if insts := m.tagged(t, name); len(insts) != 1 {
+		t.Errorf("%d instances named %s; want 1 (the first launch, attached now)", len(insts), name)
+	}
+	if desired, members := m.desired(t, group); desired != 1 || len(members) != 1 || !strings.HasSuffix(machine.ProviderID, "/"+members[0]) {
+		t.Errorf("group: desired %d, instances %v; want desired 1 holding %s", desired, members, machine.ProviderID)
+	}
+}
+
+// Delete terminates the instance in its group and lowers the desired
+// capacity, so the group does not replace it; deleting it again, or a
+// machine never made, is no error (moto answers a repeated
+// TerminateInstanceInAutoScalingGroup with a 500: the provider must not
+// send one).
+func TestDeleteTerminatesInTheGroupAndLowersDesired(t *testing.T) {
+	m := startMoto(t)
+	group := unique("asg-")
+	m.group(t, group, "m5.large", 3)
+	p := awsasg.New(m.ec2, m.asg, clocktesting.NewFakeClock(time.Now()))
+	web := unique("web-")
+	np := pool(web, v1alpha1.AutoScalingGroup{Name: group})
+	keep, gone := provider.NewName(web), provider.NewName(web)
+	for _, n := range []string{keep, gone} {
+		if _, err := p.Create(context.Background(), np, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Delete(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	if desired, members := m.desired(t, group); desired != 1 || len(members) != 1 {
+		t.Errorf("after deleting one of two: desired %d, instances %v; want 1 and 1", desired, members)
+	}
+	if _, err := p.Get(context.Background(), gone); !provider.IsNotFound(err) {
+		t.Errorf("Get of a deleted machine: %v; want not found", err)
+	}
+	for _, n := range []string{gone, provider.NewName("never")} {
+		if err := p.Delete(context.Background(), n); err != nil {
+			t.Errorf("Delete(%s) of a machine that is not there: %v", n, err)
+		}
+	}
+	if list, err := p.List(context.Background(), web); err != nil || len(list) != 1 || list[0].Name != keep {
+		t.Errorf("List(%s) = %v, %v; want only %s", web, list, err, keep)
+	}
+}
+
+// A machine launched but never attached (its Create cut short) is deleted
+// without touching the group's desired capacity.
+func TestDeleteOfAnUnattachedMachineLeavesTheGroupAlone(t *testing.T) {
+	m := startMoto(t)
+	group := unique("asg-")
+	m.group(t, group, "m5.large", 3)
+	asg := &failingAttach{AutoScaling: m.asg}
+	asg.fail.Store(1)
+	p := awsasg.New(m.ec2, asg, clocktesting.NewFakeClock(time.Now()))
+	name := provider.NewName("web")
+	if _, err := p.Create(context.Background(), pool("web", v1alpha1.AutoScalingGroup{Name: group}), name); err == nil {
+		t.Fatal("Create succeeded with the attach failing")
+	}
+	if err := p.Delete(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
+	if insts := m.tagged(t, name); len(insts) != 0 && insts[0].State.Name != "shutting-down" {
+		t.Errorf("instance %s still %s after Delete", name, insts[0].State.Name)
+	}
+	if desired, _ := m.desired(t, group); desired != 0 {
+		t.Errorf("desired %d after deleting an unattached machine; want 0", desired)
+	}
+}
+
+// When the cloud has no capacity for the first group's instance type, the
+// machine is made in the next group, and the first type is passed over
+// until the remembered refusal expires.
+func TestInsufficientCapacityFallsBackToTheNextGroup(t *testing.T) {
+	m := startMoto(t)
+	scarce, plenty := unique("asg-"), unique("asg-")
+	m.group(t, scarce, "m5.large", 3)
+	m.group(t, plenty, "m5.xlarge", 3)
+	ec := &noCapacityFor{EC2: m.ec2, instanceType: "c5.large"}
+	clk := clocktesting.NewFakeClock(time.Now())
+	p := awsasg.New(ec, m.asg, clk)
+	np := pool("web", v1alpha1.AutoScalingGroup{Name: scarce, InstanceType: "c5.large"}, v1alpha1.AutoScalingGroup{Name: plenty, InstanceType: "m5.xlarge"})
+
+	for i := range 2 {
+		machine, err := p.Create(context.Background(), np, provider.NewName("web"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if machine.InstanceType != "m5.xlarge" {
+			t.Errorf("machine %d is %s; want m5.xlarge from the second group", i, machine.InstanceType)
+		}
+	}
+	if got := ec.refused.Load(); got != 1 {
+		t.Errorf("c5.large asked for %d times in a row; want 1 (then remembered as unavailable)", got)
+	}
+	clk.Step(4 * time.Minute)
+	if _, err := p.Create(context.Background(), np, provider.NewName("web")); err != nil {
+		t.Fatal(err)
+	}
+	if got := ec.refused.Load(); got != 2 {
+		t.Errorf("c5.large asked for %d times after the refusal expired; want 2", got)
+	}
+
+	only := pool("web", v1alpha1.AutoScalingGroup{Name: scarce, InstanceType: "c5.large"})
+	clk.Step(4 * time.Minute)
+	_, err := p.Create(context.Background(), only, provider.NewName("web"))
+	perr, ok := provider.AsError(err)
+	if !ok || perr.Code != provider.CodeInsufficientCapacity || !perr.Retryable || !strings.Contains(perr.Message, "InsufficientInstanceCapacity") {
+		t.Errorf("Create with no capacity anywhere: %v; want a retryable InsufficientCapacity with the cloud's code", err)
+	}
+}
+
+// failingAttach fails AttachInstances as often as fail says, as a
+// connection lost mid-request would.
+type failingAttach struct {
+	awsasg.AutoScaling
+	fail atomic.Int32
+}
+
+func (f *failingAttach) AttachInstances(ctx context.Context, in *autoscaling.AttachInstancesInput, opts ...func(*autoscaling.Options)) (*autoscaling.AttachInstancesOutput, error) {
+	if f.fail.Add(-1) >= 0 {
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.AutoScaling.AttachInstances(ctx, in, opts...)
+}
+
+// noCapacityFor refuses to launch one instance type as EC2 does when a zone
+// has none left (moto never runs out).
+type noCapacityFor struct {
+	awsasg.EC2
+	instanceType string
+	refused      atomic.Int32
+}
+
+func (n *noCapacityFor) RunInstances(ctx context.Context, in *ec2.RunInstancesInput, opts ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error) {
+	if string(in.InstanceType) == n.instanceType {
+		n.refused.Add(1)
+		return nil, &smithy.GenericAPIError{Code: "InsufficientInstanceCapacity",
+			Message: "We currently do not have sufficient " + n.instanceType + " capacity in the Availability Zone you requested (us-east-1a)."}
+	}
+	return n.EC2.RunInstances(ctx, in, opts...)
+}
