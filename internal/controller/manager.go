@@ -124,6 +124,13 @@ func (noMachines) DeleteMachine(_ context.Context, pool *v1alpha1.NodePool, _ st
 	return provider.NotEnabled(pool.Spec.Provider.Name)
 }
 
+// MachineOf and NamesOf answer as a set of no providers does.
+func (noMachines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
+	return provider.NewMachines(nil, nil).MachineOf(pool, n)
+}
+
+func (noMachines) NamesOf(n *corev1.Node) []string { return provider.NewMachines(nil, nil).NamesOf(n) }
+
 // setLogger hands controller-runtime sluice's logger once per process.
 var setLogger sync.Once
 

@@ -86,3 +86,22 @@ func TestCandidateMessage(t *testing.T) {
 		}
 	}
 }
+
+// A replacement whose Node the cloud named is known by the machine name the
+// controller noted on it; a replacement not yet a Node names nothing.
+func TestReplacementsNamesNodesByTheirMachines(t *testing.T) {
+	rec := func(repl string) string {
+		return disruption.Record{Reason: v1alpha1.ReasonDrifted, Phase: disruption.PhaseLaunching, Replacement: repl}.String()
+	}
+	nodes := []*corev1.Node{
+		node("web-old1", annotate(v1alpha1.AnnotationDisruption, rec("web-x1"))),
+		node("web-old2", annotate(v1alpha1.AnnotationDisruption, rec("web-x2"))),
+		node("ip-10-0-3-7.ec2.internal", annotate(v1alpha1.AnnotationMachine, "web-x1")),
+		node("web-x2"), // kwok names Nodes after their machines
+		node("web-x3"),
+	}
+	got := disruption.Replacements(nodes)
+	if len(got) != 2 || !got["ip-10-0-3-7.ec2.internal"] || !got["web-x2"] {
+		t.Errorf("Replacements = %v; want the two Nodes of web-x1 and web-x2", got)
+	}
+}

@@ -46,6 +46,10 @@ type Record struct {
 	Phase       Phase                     `json:"phase"`
 	Since       time.Time                 `json:"since"`
 	Replacement string                    `json:"replacement,omitempty"`
+	// ReplacementProviderID is the replacement machine's providerID, noted
+	// once the provider accepted it when its Node is not named after it (a
+	// cloud's kubelet names it): the Node is known by it from registration.
+	ReplacementProviderID string `json:"replacementProviderID,omitempty"`
 	// InstanceType is the replacement's type when the record chose one
 	// (consolidation, for a cheaper node); empty means the template's.
 	InstanceType string `json:"instanceType,omitempty"`
@@ -88,11 +92,31 @@ func (r Record) String() string {
 // it replaces is gone, a replacement does not add to the pool's size, and
 // does not count as disrupted while it boots.
 func Replacements(nodes []*corev1.Node) map[string]bool {
-	out := map[string]bool{}
+	machines, ids := map[string]bool{}, map[string]bool{}
 	for _, n := range nodes {
 		if r, err := RecordOf(n); err == nil && r != nil && r.Replacement != "" {
-			out[r.Replacement] = true
+			machines[r.Replacement] = true
+			if r.ReplacementProviderID != "" {
+				ids[r.ReplacementProviderID] = true
+			}
+		}
+	}
+	out := map[string]bool{}
+	for _, n := range nodes {
+		if machines[MachineName(n)] || n.Spec.ProviderID != "" && ids[n.Spec.ProviderID] {
+			out[n.Name] = true
 		}
 	}
 	return out
+}
+
+// MachineName is the name of the machine a Node is, as a record's
+// Replacement names it: the Node's v1alpha1.AnnotationMachine when the
+// controller wrote one (the Node is named by the cloud), else the Node's own
+// name (the kwok provider names Nodes after their machines).
+func MachineName(n *corev1.Node) string {
+	if name := n.Annotations[v1alpha1.AnnotationMachine]; name != "" {
+		return name
+	}
+	return n.Name
 }

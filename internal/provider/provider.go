@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
@@ -28,6 +30,13 @@ type Provider interface {
 	List(ctx context.Context, pool string) ([]*Machine, error)
 }
 
+// Namer is a provider whose Nodes are not named after their machines, and
+// which can tell, from a Node it made (its providerID), the machine's name;
+// NameOf returns "" for a Node it did not make.
+type Namer interface {
+	NameOf(node *corev1.Node) string
+}
+
 // State is where a machine is in its life.
 type State string
 
@@ -47,10 +56,15 @@ const (
 
 // Machine is one machine a provider made.
 type Machine struct {
-	// Name is also the name of the machine's Node.
-	Name         string
-	Pool         string
-	ProviderID   string // as on the Node's spec.providerID, e.g. kwok://<name>
+	// Name is the machine's name, chosen by sluice; its Node's name is the
+	// same unless the cloud names Nodes itself (then the Node is found by
+	// ProviderID).
+	Name       string
+	Pool       string
+	ProviderID string // as on the Node's spec.providerID, e.g. kwok://<name>
+	// NodeName is the name the machine's Node registers with when the
+	// provider decides it (kwok); empty when the machine's kubelet does.
+	NodeName     string
 	InstanceType string
 	Capacity     v1alpha1.CapacityType
 	Zone         string

@@ -3,9 +3,11 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -68,6 +70,41 @@ func (m *Machines) DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, n
 	err := p.Delete(ctx, name)
 	observe(pool.Spec.Provider.Name, "delete", m.clock.Since(start), err)
 	return err
+}
+
+// MachineOf is the name of the machine the pool's Node is: what the
+// controller noted on it (v1alpha1.AnnotationMachine), else what the pool's
+// provider reads from it (a Namer), else the Node's own name.
+func (m *Machines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
+	if name := n.Annotations[v1alpha1.AnnotationMachine]; name != "" {
+		return name
+	}
+	if p, ok := m.set.For(pool); ok {
+		if namer, ok := p.(Namer); ok {
+			if name := namer.NameOf(n); name != "" {
+				return name
+			}
+		}
+	}
+	return n.Name
+}
+
+// NamesOf lists every name the Node is known by as a machine, for an index
+// from machine names to Nodes: its own, the one noted on it, and the one
+// any provider reads from it.
+func (m *Machines) NamesOf(n *corev1.Node) []string {
+	names := []string{n.Name}
+	if name := n.Annotations[v1alpha1.AnnotationMachine]; name != "" && name != n.Name {
+		names = append(names, name)
+	}
+	for _, p := range m.set {
+		if namer, ok := p.(Namer); ok {
+			if name := namer.NameOf(n); name != "" && !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
 }
 
 // Metrics of every provider call, by provider, operation and outcome.

@@ -45,7 +45,9 @@ import (
 type Machines interface {
 	// Serves says whether this controller runs the named provider.
 	Serves(name v1alpha1.ProviderName) bool
-	DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, node string) error
+	DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, machine string) error
+	// MachineOf is the name of the machine the pool's Node is.
+	MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string
 }
 
 // Queue is the part of the termination queue the controller uses.
@@ -385,7 +387,7 @@ func (c *Controller) finish(ctx context.Context, node *corev1.Node, pool *v1alph
 		return nil
 	}
 	start := c.clock.Now()
-	if err := c.machines.DeleteMachine(ctx, pool, node.Name); err != nil {
+	if err := c.machines.DeleteMachine(ctx, pool, c.machines.MachineOf(pool, node)); err != nil {
 		c.event(node, corev1.EventTypeWarning, "MachineDeleteFailed", "sluice: deleting the node's machine: "+err.Error())
 		return fmt.Errorf("deleting the machine of node %s: %w", node.Name, err)
 	}

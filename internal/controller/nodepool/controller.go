@@ -46,6 +46,10 @@ type Machines interface {
 	CreateMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error)
 	GetMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error)
 	DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error
+	// MachineOf is the name of the machine the pool's Node is; NamesOf
+	// every name a Node is known by as a machine (provider.Machines).
+	MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string
+	NamesOf(n *corev1.Node) []string
 }
 
 // Options configure the controller.
@@ -153,6 +157,22 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			return okO && okN && nodeMatters(o, n)
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	// A replacement's Node is found by its machine's name, or by the
+	// providerID its provider gives it (a cloud names Nodes itself).
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(context.Background(), &corev1.Node{}, indexMachine, func(o client.Object) []string {
+		return c.machines.NamesOf(o.(*corev1.Node))
+	}); err != nil {
+		return fmt.Errorf("indexing nodes by machine: %w", err)
+	}
+	if err := indexer.IndexField(context.Background(), &corev1.Node{}, indexProviderID, func(o client.Object) []string {
+		if id := o.(*corev1.Node).Spec.ProviderID; id != "" {
+			return []string{id}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing nodes by providerID: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodepool").

@@ -111,6 +111,11 @@ func TestDeletingANodeDrainsItFirst(t *testing.T) {
 	if len(podsThere) == 0 {
 		t.Fatalf("no pod on %s to drain; the test proves nothing", victim)
 	}
+	victimNode := &corev1.Node{}
+	if err := s.kube.Get(context.Background(), client.ObjectKey{Name: victim}, victimNode); err != nil {
+		t.Fatal(err)
+	}
+	machine := s.kwok.NameOf(victimNode)
 	if err := s.env.Client.CoreV1().Nodes().Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +138,8 @@ func TestDeletingANodeDrainsItFirst(t *testing.T) {
 	if left := s.podsOn(t, victim); len(left) != 0 {
 		t.Errorf("%d pods still bound to the deleted node", len(left))
 	}
-	if _, err := s.kwok.Get(context.Background(), victim); err == nil {
-		t.Errorf("machine %s still exists after its node was deleted", victim)
+	if _, err := s.kwok.Get(context.Background(), machine); err == nil || !s.deleted.has(machine) {
+		t.Errorf("machine %s of node %s: still there (%v) or not deleted by name (the controller deleted %v)", machine, victim, err, s.deleted.list())
 	}
 	if !slices.ContainsFunc(s.nodeEvents(t, victim), func(r string) bool { return strings.HasPrefix(r, "Terminated") }) {
 		t.Errorf("no Terminated event on %s: %v", victim, s.nodeEvents(t, victim))
@@ -256,12 +261,12 @@ func TestReplacementThatNeverJoinsLeavesTheOldNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(machines) != 1 || machines[0].Name != before[0] {
+	if len(machines) != 1 || machines[0].ProviderID != n.Spec.ProviderID {
 		names := []string{}
 		for _, m := range machines {
 			names = append(names, m.Name+"/"+string(m.State))
 		}
-		t.Errorf("machines after giving up: %v, want only %s", names, before[0])
+		t.Errorf("machines after giving up: %v, want only the old node's %s", names, n.Spec.ProviderID)
 	}
 }
 

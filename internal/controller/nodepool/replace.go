@@ -122,6 +122,7 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 	names, asked := map[string]bool{}, map[string]bool{}
 	for _, n := range v.nodes {
 		names[n.Name] = true
+		names[c.machines.MachineOf(pool, n)] = true
 	}
 	for _, n := range v.nodes {
 		rec, err := disruption.RecordOf(n)
@@ -231,6 +232,7 @@ func (c *Controller) launch(ctx context.Context, pool *v1alpha1.NodePool, n *cor
 	}
 	c.recovered(pool.Name)
 	c.opts.Log.Info("replacement launched", "node", n.Name, "replacement", m.Name, "nodepool", pool.Name, "instanceType", m.InstanceType)
+	c.noteProviderID(ctx, n, rec, m)
 	return nil
 }
 
@@ -250,8 +252,7 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 		}
 		return c.abandon(ctx, pool, n, "its record names no replacement")
 	}
-	repl := &corev1.Node{}
-	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
+	repl, err := c.replacementNode(ctx, pool, rec)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}

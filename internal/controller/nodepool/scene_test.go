@@ -3,6 +3,7 @@ package nodepool_test
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"slices"
@@ -45,6 +46,7 @@ type scene struct {
 	name     string
 	kube     client.Client
 	machines *provider.Machines
+	deleted  deletions // the machines the controller deleted, by name
 	kwok     *kwok.Provider
 	selector map[string]string
 	onPool   fixture.PodOption
@@ -58,6 +60,19 @@ func logger(t *testing.T) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// cloudNames makes the scenes' kwok provider name Nodes as a cloud's kubelet
+// does, not after their machines (TestCloudNamedNodes).
+var cloudNames bool
+
+// cloudNodeName is an EC2-style Node name for a machine: ip-10-a-b-c, from
+// a hash of the machine's name.
+func cloudNodeName(machine string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(machine))
+	v := h.Sum32()
+	return fmt.Sprintf("ip-10-%d-%d-%d.ec2.internal", v>>16&0xff, v>>8&0xff, v&0xff)
 }
 
 // newScene creates a pool of size nodes, made by the kwok provider from the
@@ -89,7 +104,11 @@ func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
 	s.kube = kube
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s.kwok = kwok.New(env.Client, clock.RealClock{}, kwok.Options{})
+	var kopts kwok.Options
+	if cloudNames {
+		kopts.NodeNames = cloudNodeName
+	}
+	s.kwok = kwok.New(env.Client, clock.RealClock{}, kopts)
 	go func() { _ = s.kwok.Run(ctx) }()
 	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderKwok: s.kwok}, clock.RealClock{})
 
@@ -122,6 +141,33 @@ func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
 	}
 	s.waitNodes(t, size, 60*time.Second)
 	return s
+}
+
+// recording is the scene's machines, noting every machine the controller
+// deletes.
+type recording struct {
+	*provider.Machines
+	deleted *deletions
+}
+
+func (r recording) DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error {
+	r.deleted.add(name)
+	return r.Machines.DeleteMachine(ctx, pool, name)
+}
+
+type deletions struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (d *deletions) add(name string) { d.mu.Lock(); d.names = append(d.names, name); d.mu.Unlock() }
+
+func (d *deletions) list() []string { d.mu.Lock(); defer d.mu.Unlock(); return slices.Clone(d.names) }
+
+func (d *deletions) has(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Contains(d.names, name)
 }
 
 // cleanup deletes the pool and its nodes, releasing any finalizer the
@@ -163,7 +209,7 @@ func (s *scene) run(t *testing.T, edit func(*controller.Options)) (stop func()) 
 		Log:                 logger(t).With("component", "controller"),
 		Registry:            prometheus.NewRegistry(),
 		SeveralManagers:     true,
-		Machines:            s.machines,
+		Machines:            recording{s.machines, &s.deleted},
 		RegistrationTimeout: 20 * time.Second,
 	}
 	if edit != nil {

@@ -285,8 +285,7 @@ func (c *Controller) advanceUpgrade(ctx context.Context, pool *v1alpha1.NodePool
 // launchingStep waits for a surge node to serve, then starts the old
 // node's drain.
 func (c *Controller) launchingStep(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
-	repl := &corev1.Node{}
-	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
+	repl, err := c.replacementNode(ctx, pool, rec)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -334,8 +333,7 @@ func (c *Controller) soakStep(ctx context.Context, pool *v1alpha1.NodePool, n *c
 // says whether it is a node ready for work; a replacement refused, failed
 // or not joined within the registration timeout rolls the node back.
 func (c *Controller) replacementServes(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) (bool, error) {
-	repl := &corev1.Node{}
-	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
+	repl, err := c.replacementNode(ctx, pool, rec)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, err
 	}
@@ -343,13 +341,17 @@ func (c *Controller) replacementServes(ctx context.Context, pool *v1alpha1.NodeP
 		return true, nil
 	}
 	if rec.LaunchedAt == nil {
-		if _, err := c.machines.CreateMachine(ctx, pool, rec.Replacement); err != nil {
+		m, err := c.machines.CreateMachine(ctx, pool, rec.Replacement)
+		if err != nil {
 			c.refused(pool.Name, err, now)
 			return false, c.rollBack(ctx, pool, n, rec, "the provider refused its replacement: "+err.Error())
 		}
 		next := *rec
 		at := now
 		next.LaunchedAt = &at
+		if m.NodeName != rec.Replacement {
+			next.ReplacementProviderID = m.ProviderID
+		}
 		return false, c.setRecord(ctx, n, &next)
 	}
 	m, gerr := c.machines.GetMachine(ctx, pool, rec.Replacement)
@@ -557,8 +559,7 @@ func (c *Controller) removeReplacement(ctx context.Context, pool *v1alpha1.NodeP
 	if rec.Replacement == "" {
 		return nil
 	}
-	repl := &corev1.Node{}
-	err := c.kube.Get(ctx, client.ObjectKey{Name: rec.Replacement}, repl)
+	repl, err := c.replacementNode(ctx, pool, rec)
 	switch {
 	case apierrors.IsNotFound(err):
 		if rec.DrainFirst && rec.LaunchedAt == nil {

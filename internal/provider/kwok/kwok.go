@@ -23,7 +23,10 @@ import (
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Namer    = (*Provider)(nil)
+)
 
 // ProviderIDPrefix begins the provider ID of every machine the provider
 // makes: kwok://<name>.
@@ -56,6 +59,10 @@ type Options struct {
 	StartupTaintsLifted time.Duration
 	// Log is where registration failures go; default nowhere.
 	Log *slog.Logger
+	// NodeNames names a machine's Node; default the machine's own name.
+	// Naming them as a cloud's kubelet does (ip-10-0-3-7…) makes the
+	// controller find its replacements by providerID, as on AWS and Azure.
+	NodeNames func(machine string) string
 }
 
 // DefaultStartupTaintsLifted is Options.StartupTaintsLifted's default.
@@ -197,6 +204,7 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 			Name:         name,
 			Pool:         pool.Name,
 			ProviderID:   ProviderIDPrefix + name,
+			NodeName:     p.nodeName(name),
 			InstanceType: typ.Name,
 			Capacity:     capacity,
 			Zone:         zone,
@@ -206,7 +214,7 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 		},
 	}
 	// The pool may be a shared cache's object, and change before the boot.
-	m.node = &nodeSpec{machine: m.Machine, template: template.DeepCopy(), typ: typ}
+	m.node = &nodeSpec{machine: m.Machine, nodeName: p.nodeName(name), template: template.DeepCopy(), typ: typ}
 	if failure != v1alpha1.KwokFailureNeverJoins {
 		m.due = now.Add(bootDelay)
 	}
@@ -232,17 +240,17 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 		// deletes it when it finds the machine gone.
 		return nil
 	}
-	node, err := p.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	node, err := p.client.CoreV1().Nodes().Get(ctx, p.nodeName(name), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("reading node %s: %w", name, err)
+		return fmt.Errorf("reading the node of machine %s: %w", name, err)
 	}
-	if _, ours := machineOf(node); !ours {
+	if m, ours := machineOf(node); !ours || m.Name != name {
 		return nil
 	}
-	return p.deleteNode(ctx, name, &node.UID)
+	return p.deleteNode(ctx, node.Name, &node.UID)
 }
 
 // Get returns the machine named name. A machine that registered is read from
@@ -258,18 +266,35 @@ func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, err
 	if booting {
 		return &out, nil
 	}
-	node, err := p.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	node, err := p.client.CoreV1().Nodes().Get(ctx, p.nodeName(name), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("machine %s: %w", name, provider.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading node %s: %w", name, err)
+		return nil, fmt.Errorf("reading the node of machine %s: %w", name, err)
 	}
 	machine, ours := machineOf(node)
-	if !ours {
-		return nil, fmt.Errorf("machine %s (node %s was not made by the kwok provider): %w", name, name, provider.ErrNotFound)
+	if !ours || machine.Name != name {
+		return nil, fmt.Errorf("machine %s (node %s was not made by the kwok provider for it): %w", name, node.Name, provider.ErrNotFound)
 	}
 	return machine, nil
+}
+
+// NameOf is the name of the machine a Node of this provider is, read from
+// its providerID (kwok://<machine>); "" for any other Node.
+func (p *Provider) NameOf(n *corev1.Node) string {
+	if m, ours := machineOf(n); ours {
+		return m.Name
+	}
+	return ""
+}
+
+// nodeName is the name of the machine's Node.
+func (p *Provider) nodeName(machine string) string {
+	if p.opts.NodeNames != nil {
+		return p.opts.NodeNames(machine)
+	}
+	return machine
 }
 
 // List returns the pool's machines, by name.
@@ -353,16 +378,16 @@ func (p *Provider) registerOne(ctx context.Context, m *machine) {
 	p.mu.Unlock()
 
 	if t := m.node.template; !deleted && err == nil && t != nil && len(t.StartupTaints) > 0 {
-		go p.liftStartupTaints(ctx, m.Name, t.StartupTaints)
+		go p.liftStartupTaints(ctx, m.node.nodeName, t.StartupTaints)
 	}
 	switch {
 	case deleted && err == nil:
 		// Deleted while its Node was being created: take the Node away again.
-		if err := p.deleteNode(ctx, m.Name, nil); err != nil {
-			p.opts.Log.Error("deleting the node of a deleted machine", "node", m.Name, "err", err)
+		if err := p.deleteNode(ctx, m.node.nodeName, nil); err != nil {
+			p.opts.Log.Error("deleting the node of a deleted machine", "node", m.node.nodeName, "machine", m.Name, "err", err)
 		}
 	case err != nil && !deleted && ctx.Err() == nil:
-		p.opts.Log.Error("registering node", "node", m.Name, "pool", m.Pool, "err", err)
+		p.opts.Log.Error("registering node", "node", m.node.nodeName, "machine", m.Name, "pool", m.Pool, "err", err)
 	}
 }
 
@@ -402,7 +427,7 @@ func (p *Provider) createNode(ctx context.Context, m *machine) error {
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	existing, getErr := nodes.Get(ctx, m.Name, metav1.GetOptions{})
+	existing, getErr := nodes.Get(ctx, m.node.nodeName, metav1.GetOptions{})
 	if getErr == nil && existing.Spec.ProviderID == m.ProviderID {
 		return nil
 	}

@@ -143,7 +143,7 @@ func TestCreateRegistersTheNodeAfterTheBootDelay(t *testing.T) {
 				t.Errorf("machine name %q, want %s-<5 lowercase letters and digits>", m.Name, tc.pool.Name)
 			}
 			want := provider.Machine{
-				Name: m.Name, Pool: tc.pool.Name, ProviderID: "kwok://" + m.Name,
+				Name: m.Name, Pool: tc.pool.Name, ProviderID: "kwok://" + m.Name, NodeName: m.Name,
 				InstanceType: tc.instance, Capacity: tc.capacity, Zone: tc.zone, Image: tc.image,
 				Created: start, State: provider.StateLaunching,
 			}
@@ -563,7 +563,7 @@ func TestANewProviderFindsRunningMachinesFromNodes(t *testing.T) {
 	for _, m := range machines {
 		names = append(names, m.Name)
 		want := provider.Machine{
-			Name: m.Name, Pool: "p", ProviderID: "kwok://" + m.Name, InstanceType: DefaultInstanceType,
+			Name: m.Name, Pool: "p", ProviderID: "kwok://" + m.Name, NodeName: m.Name, InstanceType: DefaultInstanceType,
 			Capacity: v1alpha1.CapacitySpot, Zone: m.Zone, Image: "img-1", State: provider.StateRunning,
 		}
 		if *m != want || m.Zone == "" {
@@ -715,5 +715,43 @@ func TestCheckImage(t *testing.T) {
 		if pe, ok := provider.AsError(err); !ok || pe.Code != provider.CodeInvalidTemplate {
 			t.Errorf("CheckImage(%q): %v; want an InvalidTemplate refusal", bad, err)
 		}
+	}
+}
+
+// With NodeNames the machine's Node registers under another name, as a
+// cloud's kubelet names it; the machine keeps its name, read back from the
+// Node's providerID, and Get, Delete and List still go by it.
+func TestNodesNamedAsACloudNamesThem(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(start)
+	p := New(client, clk, Options{NodeNames: func(m string) string { return "ip-10-0-0-1." + m }})
+	m, err := p.Create(ctx, newPool("p"), "p-abcde")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NodeName != "ip-10-0-0-1.p-abcde" {
+		t.Errorf("machine says its Node is %q; want ip-10-0-0-1.p-abcde", m.NodeName)
+	}
+	clk.Step(v1alpha1.DefaultKwokBootDelay)
+	p.register(ctx)
+	node, ok := getNode(t, client, "ip-10-0-0-1.p-abcde")
+	if !ok {
+		t.Fatal("no Node ip-10-0-0-1.p-abcde after the boot delay")
+	}
+	if got := p.NameOf(node); got != "p-abcde" || node.Labels[corev1.LabelHostname] != node.Name {
+		t.Errorf("NameOf = %q, hostname label %q; want p-abcde and the Node's name", got, node.Labels[corev1.LabelHostname])
+	}
+	if got, err := p.Get(ctx, "p-abcde"); err != nil || got.Name != "p-abcde" || got.State != provider.StateRunning {
+		t.Errorf("Get(p-abcde) = %+v, %v; want the running machine", got, err)
+	}
+	if list, err := p.List(ctx, "p"); err != nil || len(list) != 1 || list[0].Name != "p-abcde" {
+		t.Errorf("List(p) = %v, %v; want p-abcde", list, err)
+	}
+	if err := p.Delete(ctx, "p-abcde"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := getNode(t, client, "ip-10-0-0-1.p-abcde"); ok {
+		t.Error("the Node is still there after Delete")
 	}
 }

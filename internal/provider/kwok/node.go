@@ -34,6 +34,7 @@ const AnnotationKwokNode = "kwok.x-k8s.io/node"
 // nodeSpec is what a machine's Node is made of.
 type nodeSpec struct {
 	machine  provider.Machine
+	nodeName string
 	template *v1alpha1.NodeTemplate
 	typ      catalog.Type
 }
@@ -53,7 +54,7 @@ func (s *nodeSpec) build() *corev1.Node {
 		provider.LabelInstanceType: m.InstanceType,
 		provider.LabelZone:         m.Zone,
 		provider.LabelRegion:       s.typ.Region,
-		corev1.LabelHostname:       m.Name,
+		corev1.LabelHostname:       s.nodeName,
 		corev1.LabelOSStable:       "linux",
 		corev1.LabelArchStable:     "amd64",
 	})
@@ -76,7 +77,7 @@ func (s *nodeSpec) build() *corev1.Node {
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   m.Name,
+			Name:   s.nodeName,
 			Labels: nodeLabels,
 			Annotations: map[string]string{
 				provider.AnnotationImage:        m.Image,
@@ -111,7 +112,8 @@ func machineOf(n *corev1.Node) (*provider.Machine, bool) {
 		state = provider.StateDeleting
 	}
 	return &provider.Machine{
-		Name:         n.Name,
+		Name:         strings.TrimPrefix(n.Spec.ProviderID, ProviderIDPrefix),
+		NodeName:     n.Name,
 		Pool:         pool,
 		ProviderID:   n.Spec.ProviderID,
 		InstanceType: n.Labels[provider.LabelInstanceType],

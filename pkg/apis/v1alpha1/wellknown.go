@@ -30,6 +30,11 @@ const (
 	// startup taints gone), as a Go duration: the upgrade forecast's
 	// observed boot time.
 	AnnotationBootTime = "sluice.dev/boot-time"
+	// AnnotationMachine on a Node names the machine it is, when the Node's
+	// name is not the machine's (a cloud's kubelet names its Node itself:
+	// ip-10-0-3-7.ec2.internal). The controller writes it on a replacement
+	// it found by its providerID.
+	AnnotationMachine = "sluice.dev/machine"
 
 	// AnnotationUpgrade on a NodePool pauses its upgrade (Paused) or
 	// aborts it (Aborted); absent, the upgrade runs.
