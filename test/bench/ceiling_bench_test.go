@@ -25,13 +25,13 @@ import (
 // drain engine can leave a node sooner without deleting pods past their
 // budgets, so it is the figure beside which sluice's mass-spot drain is read.
 type ceiling struct {
-	nodes, pods        int
-	drained            []time.Duration // start -> node empty, for the nodes emptied in time
-	drainedInTime      int
-	evicted, refused   int64
-	goneInTime         int
-	rate               float64 // evictions granted per second, start -> last granted
-	pace, load, elapse string
+	nodes, pods      int
+	drained          []time.Duration // start -> node empty, for the nodes emptied in time
+	drainedInTime    int
+	evicted, refused int64
+	goneInTime       int
+	rate             float64 // evictions granted per second, start -> last granted
+	pace, load       string
 }
 
 func measureCeiling(b *testing.B, cl *scaleCluster, nodes []string) ceiling {

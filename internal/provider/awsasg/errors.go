@@ -10,11 +10,11 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 )
 
-// CodeThrottled: the API kept refusing for the request rate after the SDK's
+// CodeThrottled means the API kept refusing for the request rate after the SDK's
 // own retries with backoff; trying again later works.
 const CodeThrottled = "Throttled"
 
-// CodeAccessDenied: the controller's role lacks a permission the provider
+// CodeAccessDenied means the controller's role lacks a permission the provider
 // needs (docs/providers.md lists them); only a person changing it helps.
 const CodeAccessDenied = "AccessDenied"
 

@@ -77,7 +77,7 @@ func launchMoto(bin string) (*moto, error) {
 		}
 		if time.Now().After(deadline) {
 			stopMoto()
-			return nil, fmt.Errorf("moto_server did not answer on %s within 30s: %v", url, err)
+			return nil, fmt.Errorf("moto_server did not answer on %s within 30s: %w", url, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
