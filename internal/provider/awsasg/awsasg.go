@@ -18,6 +18,7 @@ package awsasg
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -28,13 +29,17 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Namer    = (*Provider)(nil)
+)
 
 // Tags the provider writes on every instance it launches.
 const (
@@ -303,12 +308,37 @@ func (p *Provider) List(ctx context.Context, pool string) ([]*provider.Machine, 
 	return out, nil
 }
 
+// instancePrefix begins the machine name NameOf gives a Node sluice did not
+// make (one its group launched): the provider finds it by instance ID.
+const instancePrefix = "aws-instance/"
+
+// providerIDPattern is an EKS Node's spec.providerID: aws:///<zone>/<id>
+// (a zone, a Local Zone or a Wavelength Zone).
+var providerIDPattern = regexp.MustCompile(`^aws:///([a-z0-9]+(-[a-z0-9]+)+)/(i-[0-9a-f]{8,17})$`)
+
+// NameOf is the machine name of a Node on EC2: "aws-instance/<instance ID>"
+// from its providerID, so that a Node the pool had before sluice (no
+// machine tag) can be deleted through its group too; "" when the providerID
+// is not an EC2 instance's. The controller prefers the machine name it noted
+// on a Node it asked for (sluice.dev/machine).
+func (p *Provider) NameOf(n *corev1.Node) string {
+	m := providerIDPattern.FindStringSubmatch(n.Spec.ProviderID)
+	if m == nil {
+		return ""
+	}
+	return instancePrefix + m[3]
+}
+
 // find returns the instance tagged with the machine's name that is not
-// terminated, or nil. An instance that terminated on its own (a spot
+// terminated, or nil; a name NameOf gave is looked up by instance ID. An instance that terminated on its own (a spot
 // reclaim, a launch that failed) is gone as one sluice deleted is: the
 // controller asks again or gives up by its own rules.
 func (p *Provider) find(ctx context.Context, name string) (*ec2types.Instance, error) {
-	insts, err := p.describe(ctx, ec2types.Filter{Name: aws.String("tag:" + TagMachine), Values: []string{name}})
+	filter := ec2types.Filter{Name: aws.String("tag:" + TagMachine), Values: []string{name}}
+	if id, ok := strings.CutPrefix(name, instancePrefix); ok {
+		filter = ec2types.Filter{Name: aws.String("instance-id"), Values: []string{id}}
+	}
+	insts, err := p.describe(ctx, filter)
 	if err != nil || len(insts) == 0 {
 		return nil, err
 	}
@@ -355,6 +385,9 @@ func machineOf(inst *ec2types.Instance) *provider.Machine {
 		m.Zone = aws.ToString(inst.Placement.AvailabilityZone)
 	}
 	m.ProviderID = fmt.Sprintf("aws:///%s/%s", m.Zone, aws.ToString(inst.InstanceId))
+	if m.Name == "" { // launched by its group, not by sluice
+		m.Name = instancePrefix + aws.ToString(inst.InstanceId)
+	}
 	if inst.State != nil {
 		switch inst.State.Name {
 		case ec2types.InstanceStateNameRunning:

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -241,4 +243,63 @@ func (n *noCapacityFor) RunInstances(ctx context.Context, in *ec2.RunInstancesIn
 			Message: "We currently do not have sufficient " + n.instanceType + " capacity in the Availability Zone you requested (us-east-1a)."}
 	}
 	return n.EC2.RunInstances(ctx, in, opts...)
+}
+
+// A Node the pool had before sluice (its group launched the instance, no
+// machine tag) is named by its providerID, and deleted through its group
+// with the desired capacity lowered, like the machines sluice made.
+func TestANodeTheGroupLaunchedIsDeletedByItsProviderID(t *testing.T) {
+	m := startMoto(t)
+	group := unique("asg-")
+	m.group(t, group, "m5.large", 3)
+	if _, err := m.asg.SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{
+		AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	_, members := m.desired(t, group)
+	if len(members) != 2 {
+		t.Fatalf("the group launched %v; want 2 instances", members)
+	}
+	out, err := m.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: members[:1]})
+	if err != nil || len(out.Reservations) == 0 {
+		t.Fatalf("describing %s: %v", members[0], err)
+	}
+	zone := aws.ToString(out.Reservations[0].Instances[0].Placement.AvailabilityZone)
+	node := &corev1.Node{Spec: corev1.NodeSpec{ProviderID: "aws:///" + zone + "/" + members[0]}}
+
+	p := awsasg.New(m.ec2, m.asg, clocktesting.NewFakeClock(time.Now()))
+	name := p.NameOf(node)
+	if name != "aws-instance/"+members[0] {
+		t.Fatalf("NameOf(%s) = %q; want aws-instance/%s", node.Spec.ProviderID, name, members[0])
+	}
+	if got, err := p.Get(context.Background(), name); err != nil || got.ProviderID != node.Spec.ProviderID || got.Name != name {
+		t.Errorf("Get(%s) = %+v, %v; want the group's instance", name, got, err)
+	}
+	if err := p.Delete(context.Background(), name); err != nil {
+		t.Fatal(err)
+	}
+	if desired, members := m.desired(t, group); desired != 1 || len(members) != 1 {
+		t.Errorf("after deleting one of the group's own two: desired %d, instances %v; want 1 and 1", desired, members)
+	}
+}
+
+// Only an EC2 instance's providerID names a machine.
+func TestNameOfParsesProviderIDsStrictly(t *testing.T) {
+	p := awsasg.New(nil, nil, clocktesting.NewFakeClock(time.Now()))
+	for id, want := range map[string]string{
+		"aws:///us-east-1a/i-0abc123def4567890":     "aws-instance/i-0abc123def4567890",
+		"aws:///eu-central-1b/i-12345678":           "aws-instance/i-12345678",
+		"aws:///us-gov-west-1a/i-0123456789abcdef0": "aws-instance/i-0123456789abcdef0",
+		"aws://us-east-1a/i-0abc123def4567890":      "",
+		"aws:///i-0abc123def4567890":                "",
+		"aws:///us-east-1a/i-0ABC123DEF4567890":     "",
+		"aws:///us-east-1a/i-0abc/extra":            "",
+		"kwok://web-abcde":                          "",
+		"azure:///subscriptions/x/resourceGroups/y/providers/Microsoft.Compute/virtualMachineScaleSets/z/virtualMachines/0": "",
+		"": "",
+	} {
+		if got := p.NameOf(&corev1.Node{Spec: corev1.NodeSpec{ProviderID: id}}); got != want {
+			t.Errorf("NameOf(%q) = %q; want %q", id, got, want)
+		}
+	}
 }
