@@ -50,12 +50,20 @@ func AgentPolicy(namespace string) (string, error) {
 
 // ControllerRBAC returns the controller's ServiceAccount, ClusterRole,
 // leader-election Role and their bindings exactly as the chart installs them
-// into namespace, less the chart's common labels (the one other piece of
-// templating the file uses).
+// into namespace, less the chart's common labels and the service account's
+// optional annotations (the other templating the file uses).
 func ControllerRBAC(namespace string) (string, error) {
 	var keep []string
 	lines := strings.Split(controllerRBAC, "\n")
+	skipping := false // the service account's optional annotations (default none)
 	for i, line := range lines {
+		if strings.Contains(line, ".Values.controller.serviceAccountAnnotations") {
+			skipping = true
+		}
+		if skipping {
+			skipping = !strings.Contains(line, "{{- end }}")
+			continue
+		}
 		if strings.Contains(line, `include "sluice.labels"`) {
 			continue
 		}
@@ -66,7 +74,7 @@ func ControllerRBAC(namespace string) (string, error) {
 	}
 	out := strings.ReplaceAll(strings.Join(keep, "\n"), "{{ .Release.Namespace }}", namespace)
 	if i := strings.Index(out, "{{"); i >= 0 {
-		return "", fmt.Errorf("templates/controller-rbac.yaml uses templating beyond the release namespace and labels: %q", out[i:min(len(out), i+40)])
+		return "", fmt.Errorf("templates/controller-rbac.yaml uses templating beyond the release namespace, labels and annotations: %q", out[i:min(len(out), i+40)])
 	}
 	return out, nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"log/slog"
 	"net"
 	"os"
@@ -21,6 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/memlimit"
 	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/awsasg"
 	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -259,6 +263,19 @@ func providers(ctx context.Context, cfg *rest.Config, names []string, clk clock.
 			k := kwok.New(client, clk, kwok.Options{Log: log.With("provider", name)})
 			go func() { _ = k.Run(ctx) }()
 			set[name] = k
+		case v1alpha1.ProviderAWSASG:
+			// The SDK's default chain: IRSA or EKS Pod Identity in a
+			// cluster, the environment or a profile outside one; the
+			// region from AWS_REGION, the profile, or the instance's
+			// metadata. No credential is ever logged.
+			awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("--providers aws-asg: loading the AWS configuration: %w", err)
+			}
+			if awsCfg.Region == "" {
+				return nil, errors.New("--providers aws-asg: no AWS region: set AWS_REGION (in the chart: controller.env)")
+			}
+			set[name] = awsasg.New(ec2.NewFromConfig(awsCfg), autoscaling.NewFromConfig(awsCfg), clk)
 		}
 	}
 	return set, nil

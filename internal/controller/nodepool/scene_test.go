@@ -75,9 +75,9 @@ func cloudNodeName(machine string) string {
 	return fmt.Sprintf("ip-10-%d-%d-%d.ec2.internal", v>>16&0xff, v>>8&0xff, v&0xff)
 }
 
-// newScene creates a pool of size nodes, made by the kwok provider from the
-// pool's template (image img-1), after edit has adjusted the pool.
-func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
+// baseScene is the part of a scene every provider's shares: a sandbox, the
+// NodePool CRD, a client, and the pool's name and selector.
+func baseScene(t *testing.T) *scene {
 	t.Helper()
 	env := sandboxtest.New(t)
 	s := &scene{env: env, name: sandboxtest.UniqueName("pool")}
@@ -102,6 +102,15 @@ func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
 		t.Fatal(err)
 	}
 	s.kube = kube
+	return s
+}
+
+// newScene creates a pool of size nodes, made by the kwok provider from the
+// pool's template (image img-1), after edit has adjusted the pool.
+func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
+	t.Helper()
+	s := baseScene(t)
+	env := s.env
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	var kopts kwok.Options
@@ -130,7 +139,7 @@ func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
 	if edit != nil {
 		edit(pool)
 	}
-	if err := kube.Create(context.Background(), pool); err != nil {
+	if err := s.kube.Create(context.Background(), pool); err != nil {
 		t.Fatalf("creating node pool: %v", err)
 	}
 	t.Cleanup(func() { s.cleanup() })

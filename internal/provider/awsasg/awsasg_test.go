@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg"
+	"github.com/sluice-dev/sluice/internal/provider/awsasg/mototest"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
@@ -42,10 +43,10 @@ var providerID = regexp.MustCompile(`^aws:///us-east-1[a-f]/i-[0-9a-f]+$`)
 // with the machine's name, attaches it (desired 0 -> 1), and asking again by
 // the same name returns the same machine: no second instance, desired 1.
 func TestCreateIsIdempotentByName(t *testing.T) {
-	m := startMoto(t)
+	m := mototest.Start(t)
 	group := unique("asg-")
-	m.group(t, group, "m5.large", 3)
-	p := awsasg.New(m.ec2, m.asg, clocktesting.NewFakeClock(time.Now()))
+	m.Group(t, group, "m5.large", 3)
+	p := awsasg.New(m.EC2, m.ASG, clocktesting.NewFakeClock(time.Now()))
 	web := unique("web-")
 	np := pool(web, v1alpha1.AutoScalingGroup{Name: group})
 	name := provider.NewName(web)
@@ -64,10 +65,10 @@ func TestCreateIsIdempotentByName(t *testing.T) {
 	if again.ProviderID != first.ProviderID {
 		t.Errorf("asked again by name: %s; want the same machine %s", again.ProviderID, first.ProviderID)
 	}
-	if insts := m.tagged(t, name); len(insts) != 1 {
+	if insts := m.Tagged(t, name); len(insts) != 1 {
 		t.Errorf("%d instances named %s; want 1", len(insts), name)
 	}
-	desired, members := m.desired(t, group)
+	desired, members := m.Desired(t, group)
 	if desired != 1 || len(members) != 1 || !strings.HasSuffix(first.ProviderID, "/"+members[0]) {
 		t.Errorf("group %s: desired %d, instances %v; want desired 1 holding %s", group, desired, members, first.ProviderID)
 	}
@@ -84,29 +85,29 @@ func TestCreateIsIdempotentByName(t *testing.T) {
 // A controller killed after the launch and before the attach asks again by
 // the same name: the instance is found by its tag and attached, once.
 func TestCreateFinishesAnAttachCutShort(t *testing.T) {
-	m := startMoto(t)
+	m := mototest.Start(t)
 	group := unique("asg-")
-	m.group(t, group, "m5.large", 3)
-	asg := &failingAttach{AutoScaling: m.asg}
+	m.Group(t, group, "m5.large", 3)
+	asg := &failingAttach{AutoScaling: m.ASG}
 	asg.fail.Store(1)
-	p := awsasg.New(m.ec2, asg, clocktesting.NewFakeClock(time.Now()))
+	p := awsasg.New(m.EC2, asg, clocktesting.NewFakeClock(time.Now()))
 	np := pool("web", v1alpha1.AutoScalingGroup{Name: group})
 	name := provider.NewName("web")
 
 	if _, err := p.Create(context.Background(), np, name); err == nil {
 		t.Fatal("Create succeeded with the attach failing")
 	}
-	if desired, members := m.desired(t, group); desired != 0 || len(members) != 0 {
+	if desired, members := m.Desired(t, group); desired != 0 || len(members) != 0 {
 		t.Fatalf("after a failed attach: desired %d, instances %v; want 0 and none", desired, members)
 	}
 	machine, err := p.Create(context.Background(), np, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if insts := m.tagged(t, name); len(insts) != 1 {
+	if insts := m.Tagged(t, name); len(insts) != 1 {
 		t.Errorf("%d instances named %s; want 1 (the first launch, attached now)", len(insts), name)
 	}
-	if desired, members := m.desired(t, group); desired != 1 || len(members) != 1 || !strings.HasSuffix(machine.ProviderID, "/"+members[0]) {
+	if desired, members := m.Desired(t, group); desired != 1 || len(members) != 1 || !strings.HasSuffix(machine.ProviderID, "/"+members[0]) {
 		t.Errorf("group: desired %d, instances %v; want desired 1 holding %s", desired, members, machine.ProviderID)
 	}
 }
@@ -117,10 +118,10 @@ func TestCreateFinishesAnAttachCutShort(t *testing.T) {
 // TerminateInstanceInAutoScalingGroup with a 500: the provider must not
 // send one).
 func TestDeleteTerminatesInTheGroupAndLowersDesired(t *testing.T) {
-	m := startMoto(t)
+	m := mototest.Start(t)
 	group := unique("asg-")
-	m.group(t, group, "m5.large", 3)
-	p := awsasg.New(m.ec2, m.asg, clocktesting.NewFakeClock(time.Now()))
+	m.Group(t, group, "m5.large", 3)
+	p := awsasg.New(m.EC2, m.ASG, clocktesting.NewFakeClock(time.Now()))
 	web := unique("web-")
 	np := pool(web, v1alpha1.AutoScalingGroup{Name: group})
 	keep, gone := provider.NewName(web), provider.NewName(web)
@@ -132,7 +133,7 @@ func TestDeleteTerminatesInTheGroupAndLowersDesired(t *testing.T) {
 	if err := p.Delete(context.Background(), gone); err != nil {
 		t.Fatal(err)
 	}
-	if desired, members := m.desired(t, group); desired != 1 || len(members) != 1 {
+	if desired, members := m.Desired(t, group); desired != 1 || len(members) != 1 {
 		t.Errorf("after deleting one of two: desired %d, instances %v; want 1 and 1", desired, members)
 	}
 	if _, err := p.Get(context.Background(), gone); !provider.IsNotFound(err) {
@@ -151,12 +152,12 @@ func TestDeleteTerminatesInTheGroupAndLowersDesired(t *testing.T) {
 // A machine launched but never attached (its Create cut short) is deleted
 // without touching the group's desired capacity.
 func TestDeleteOfAnUnattachedMachineLeavesTheGroupAlone(t *testing.T) {
-	m := startMoto(t)
+	m := mototest.Start(t)
 	group := unique("asg-")
-	m.group(t, group, "m5.large", 3)
-	asg := &failingAttach{AutoScaling: m.asg}
+	m.Group(t, group, "m5.large", 3)
+	asg := &failingAttach{AutoScaling: m.ASG}
 	asg.fail.Store(1)
-	p := awsasg.New(m.ec2, asg, clocktesting.NewFakeClock(time.Now()))
+	p := awsasg.New(m.EC2, asg, clocktesting.NewFakeClock(time.Now()))
 	name := provider.NewName("web")
 	if _, err := p.Create(context.Background(), pool("web", v1alpha1.AutoScalingGroup{Name: group}), name); err == nil {
 		t.Fatal("Create succeeded with the attach failing")
@@ -164,10 +165,10 @@ func TestDeleteOfAnUnattachedMachineLeavesTheGroupAlone(t *testing.T) {
 	if err := p.Delete(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
-	if insts := m.tagged(t, name); len(insts) != 0 && insts[0].State.Name != "shutting-down" {
+	if insts := m.Tagged(t, name); len(insts) != 0 && insts[0].State.Name != "shutting-down" {
 		t.Errorf("instance %s still %s after Delete", name, insts[0].State.Name)
 	}
-	if desired, _ := m.desired(t, group); desired != 0 {
+	if desired, _ := m.Desired(t, group); desired != 0 {
 		t.Errorf("desired %d after deleting an unattached machine; want 0", desired)
 	}
 }
@@ -176,13 +177,13 @@ func TestDeleteOfAnUnattachedMachineLeavesTheGroupAlone(t *testing.T) {
 // machine is made in the next group, and the first type is passed over
 // until the remembered refusal expires.
 func TestInsufficientCapacityFallsBackToTheNextGroup(t *testing.T) {
-	m := startMoto(t)
+	m := mototest.Start(t)
 	scarce, plenty := unique("asg-"), unique("asg-")
-	m.group(t, scarce, "m5.large", 3)
-	m.group(t, plenty, "m5.xlarge", 3)
-	ec := &noCapacityFor{EC2: m.ec2, instanceType: "c5.large"}
+	m.Group(t, scarce, "m5.large", 3)
+	m.Group(t, plenty, "m5.xlarge", 3)
+	ec := &noCapacityFor{EC2: m.EC2, instanceType: "c5.large"}
 	clk := clocktesting.NewFakeClock(time.Now())
-	p := awsasg.New(ec, m.asg, clk)
+	p := awsasg.New(ec, m.ASG, clk)
 	np := pool("web", v1alpha1.AutoScalingGroup{Name: scarce, InstanceType: "c5.large"}, v1alpha1.AutoScalingGroup{Name: plenty, InstanceType: "m5.xlarge"})
 
 	for i := range 2 {
@@ -249,25 +250,25 @@ func (n *noCapacityFor) RunInstances(ctx context.Context, in *ec2.RunInstancesIn
 // machine tag) is named by its providerID, and deleted through its group
 // with the desired capacity lowered, like the machines sluice made.
 func TestANodeTheGroupLaunchedIsDeletedByItsProviderID(t *testing.T) {
-	m := startMoto(t)
+	m := mototest.Start(t)
 	group := unique("asg-")
-	m.group(t, group, "m5.large", 3)
-	if _, err := m.asg.SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{
+	m.Group(t, group, "m5.large", 3)
+	if _, err := m.ASG.SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{
 		AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(2)}); err != nil {
 		t.Fatal(err)
 	}
-	_, members := m.desired(t, group)
+	_, members := m.Desired(t, group)
 	if len(members) != 2 {
 		t.Fatalf("the group launched %v; want 2 instances", members)
 	}
-	out, err := m.ec2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: members[:1]})
+	out, err := m.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: members[:1]})
 	if err != nil || len(out.Reservations) == 0 {
 		t.Fatalf("describing %s: %v", members[0], err)
 	}
 	zone := aws.ToString(out.Reservations[0].Instances[0].Placement.AvailabilityZone)
 	node := &corev1.Node{Spec: corev1.NodeSpec{ProviderID: "aws:///" + zone + "/" + members[0]}}
 
-	p := awsasg.New(m.ec2, m.asg, clocktesting.NewFakeClock(time.Now()))
+	p := awsasg.New(m.EC2, m.ASG, clocktesting.NewFakeClock(time.Now()))
 	name := p.NameOf(node)
 	if name != "aws-instance/"+members[0] {
 		t.Fatalf("NameOf(%s) = %q; want aws-instance/%s", node.Spec.ProviderID, name, members[0])
@@ -278,7 +279,7 @@ func TestANodeTheGroupLaunchedIsDeletedByItsProviderID(t *testing.T) {
 	if err := p.Delete(context.Background(), name); err != nil {
 		t.Fatal(err)
 	}
-	if desired, members := m.desired(t, group); desired != 1 || len(members) != 1 {
+	if desired, members := m.Desired(t, group); desired != 1 || len(members) != 1 {
 		t.Errorf("after deleting one of the group's own two: desired %d, instances %v; want 1 and 1", desired, members)
 	}
 }

@@ -1,0 +1,178 @@
+package nodepool_test
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/awsasg"
+	"github.com/sluice-dev/sluice/internal/provider/awsasg/mototest"
+	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// A pool of an EC2 Auto Scaling group (moto) drifts: the controller
+// launches each replacement through the aws-asg provider, finds its Node
+// (named by its "kubelet", ip-…) by providerID, deletes the old Node (drained
+// first) and terminates its instance in the group, which the group launched
+// itself before sluice: the group ends with desired 2, holding only the
+// replacements.
+func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
+	m := mototest.Start(t)
+	s := baseScene(t)
+	group := strings.ReplaceAll(s.name, "pool", "asg-")
+	m.Group(t, group, "m5.large", 4)
+	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAWSASG: awsasg.New(m.EC2, m.ASG, clock.RealClock{})}, clock.RealClock{})
+	pool := &v1alpha1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name},
+		Spec: v1alpha1.NodePoolSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: s.selector},
+			Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAWSASG,
+				AWS: &v1alpha1.AWSProviderSpec{AutoScalingGroups: []v1alpha1.AutoScalingGroup{{Name: group}}}},
+			Template:   &v1alpha1.NodeTemplate{Labels: s.selector},
+			Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "1"}}, ConsolidateAfter: v1alpha1.Never},
+		},
+	}
+	if err := s.kube.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.cleanup)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go s.ec2Kubelet(ctx, t, m, group)
+	if _, err := m.ASG.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.waitNodes(t, 2, time.Minute)
+	_, launched := m.Desired(t, group)
+	s.start(t)
+
+	s.edit(t, func(p *v1alpha1.NodePool) {
+		p.Spec.Template.Labels = mergeLabels(p.Spec.Template.Labels, "sluice.dev/test-rev", "2")
+	})
+	s.env.WaitFor(t, 3*time.Minute, "both nodes replaced", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil || len(nodes) != 2 {
+			return false, err
+		}
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) || n.Labels["sluice.dev/test-rev"] != "2" || !n.DeletionTimestamp.IsZero() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	desired, members := m.Desired(t, group)
+	nodes, err := s.nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:])
+		if n.Annotations[v1alpha1.AnnotationMachine] == "" {
+			t.Errorf("replacement %s carries no %s annotation", n.Name, v1alpha1.AnnotationMachine)
+		}
+	}
+	slices.Sort(ids)
+	slices.Sort(members)
+	if desired != 2 || !slices.Equal(ids, members) {
+		t.Errorf("group %s: desired %d, instances %v; want 2 holding the replacements %v", group, desired, members, ids)
+	}
+	out, err := m.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{InstanceIds: launched})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			if i.State.Name != "terminated" && i.State.Name != "shutting-down" {
+				t.Errorf("the group's first instance %s is %s; want terminated", aws.ToString(i.InstanceId), i.State.Name)
+			}
+		}
+	}
+}
+
+func mergeLabels(l map[string]string, k, v string) map[string]string {
+	out := maps.Clone(l)
+	out[k] = v
+	return out
+}
+
+// ec2Kubelet plays the kubelets of the group's instances: each running
+// instance registers a Node named as EKS names it, with the providerID
+// aws:///<zone>/<id> and the labels the pool's template has at that moment
+// (its launch template's kubelet flags), which the sandbox's kwok then keeps
+// Ready. It runs until ctx ends.
+func (s *scene) ec2Kubelet(ctx context.Context, t *testing.T, m *mototest.Server, group string) {
+	registered := map[string]bool{}
+	for ctx.Err() == nil {
+		if err := s.registerInstances(ctx, m, group, registered); err != nil && ctx.Err() == nil {
+			t.Logf("ec2 kubelet: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (s *scene) registerInstances(ctx context.Context, m *mototest.Server, group string, registered map[string]bool) error {
+	g, err := m.ASG.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
+	if err != nil || len(g.AutoScalingGroups) == 0 {
+		return err
+	}
+	var ids []string
+	for _, i := range g.AutoScalingGroups[0].Instances {
+		if id := aws.ToString(i.InstanceId); !registered[id] {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	out, err := m.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	if err != nil {
+		return err
+	}
+	pool := &v1alpha1.NodePool{}
+	if err := s.kube.Get(ctx, client.ObjectKey{Name: s.name}, pool); err != nil {
+		return err
+	}
+	for _, r := range out.Reservations {
+		for _, inst := range r.Instances {
+			if inst.State == nil || inst.State.Name != "running" {
+				continue
+			}
+			id, zone := aws.ToString(inst.InstanceId), aws.ToString(inst.Placement.AvailabilityZone)
+			n := fixture.EKSNodeGroup(s.name, 1, fixture.WithLabels(pool.Spec.Template.Labels)).Nodes()[0]
+			h := fnv.New32a()
+			_, _ = h.Write([]byte(id))
+			v := h.Sum32()
+			n.Name = fmt.Sprintf("ip-10-%d-%d-%d.ec2.internal", v>>16&0xff, v>>8&0xff, v&0xff)
+			n.Labels[corev1.LabelHostname] = n.Name
+			n.Labels[corev1.LabelTopologyZone] = zone
+			n.Labels[corev1.LabelInstanceTypeStable] = string(inst.InstanceType)
+			n.Spec.ProviderID = "aws:///" + zone + "/" + id
+			if _, err := s.env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("registering %s: %w", id, err)
+			}
+			registered[id] = true
+		}
+	}
+	return nil
+}
