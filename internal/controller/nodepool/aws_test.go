@@ -3,7 +3,6 @@ package nodepool_test
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -160,10 +159,7 @@ func (s *scene) registerInstances(ctx context.Context, m *mototest.Server, group
 			}
 			id, zone := aws.ToString(inst.InstanceId), aws.ToString(inst.Placement.AvailabilityZone)
 			n := fixture.EKSNodeGroup(s.name, 1, fixture.WithLabels(pool.Spec.Template.Labels)).Nodes()[0]
-			h := fnv.New32a()
-			_, _ = h.Write([]byte(id))
-			v := h.Sum32()
-			n.Name = fmt.Sprintf("ip-10-%d-%d-%d.ec2.internal", v>>16&0xff, v>>8&0xff, v&0xff)
+			n.Name = cloudNodeName(id)
 			n.Labels[corev1.LabelHostname] = n.Name
 			n.Labels[corev1.LabelTopologyZone] = zone
 			n.Labels[corev1.LabelInstanceTypeStable] = string(inst.InstanceType)
