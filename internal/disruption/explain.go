@@ -379,7 +379,7 @@ func (e *Explanation) replacing(members []*corev1.Node, now time.Time) string {
 		return fmt.Sprintf("being replaced (%s) since %s: the provider is being asked for its replacement; the node counts against the pool's budgets meanwhile",
 			r.Reason, when(r.Since, now))
 	case r.Phase == PhaseLaunching:
-		if i := slices.IndexFunc(members, func(n *corev1.Node) bool { return n != nil && MachineName(n) == r.Replacement }); i >= 0 && ready(members[i]) {
+		if i := slices.IndexFunc(members, func(n *corev1.Node) bool { return n != nil && provider.MachineName(n) == r.Replacement }); i >= 0 && ready(members[i]) {
 			return fmt.Sprintf("being replaced (%s): replacement %s is Ready; the controller deletes this node next (drained first, under its pods' budgets)", r.Reason, r.Replacement)
 		}
 		msg := fmt.Sprintf("being replaced (%s): replacement %s is on its way", r.Reason, r.Replacement)

@@ -240,7 +240,7 @@ func FuzzRecord(f *testing.F) {
 		}
 		// Replacements names Nodes present: here only the node itself, when
 		// its record (oddly) names it.
-		self := r != nil && r.Replacement != "" && r.Replacement == disruption.MachineName(n)
+		self := r != nil && r.Replacement != "" && r.Replacement == provider.MachineName(n)
 		if r == nil || verdict.Code != disruption.VerdictBeingReplaced || self != replacements[n.Name] || len(replacements) > 1 {
 			t.Fatalf("record %q: %+v, replacements %v, verdict %+v", raw, r, replacements, verdict)
 		}

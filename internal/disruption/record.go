@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
@@ -103,20 +104,9 @@ func Replacements(nodes []*corev1.Node) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, n := range nodes {
-		if machines[MachineName(n)] || n.Spec.ProviderID != "" && ids[n.Spec.ProviderID] {
+		if machines[provider.MachineName(n)] || n.Spec.ProviderID != "" && ids[n.Spec.ProviderID] {
 			out[n.Name] = true
 		}
 	}
 	return out
-}
-
-// MachineName is the name of the machine a Node is, as a record's
-// Replacement names it: the Node's v1alpha1.AnnotationMachine when the
-// controller wrote one (the Node is named by the cloud), else the Node's own
-// name (the kwok provider names Nodes after their machines).
-func MachineName(n *corev1.Node) string {
-	if name := n.Annotations[v1alpha1.AnnotationMachine]; name != "" {
-		return name
-	}
-	return n.Name
 }

@@ -74,21 +74,31 @@ func (m *Machines) DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, n
 	return err
 }
 
-// MachineOf is the name of the machine the pool's Node is: what the
-// controller noted on it (v1alpha1.AnnotationMachine), else what the pool's
-// provider reads from it (a Namer), else the Node's own name.
-func (m *Machines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
+// MachineName is the name of the machine a Node is, as far as the Node
+// itself says: the controller's v1alpha1.AnnotationMachine when it wrote one
+// (the cloud named the Node), else the Node's own name (the kwok provider
+// names Nodes after their machines).
+func MachineName(n *corev1.Node) string {
 	if name := n.Annotations[v1alpha1.AnnotationMachine]; name != "" {
 		return name
 	}
-	if p, ok := m.set.For(pool); ok {
-		if namer, ok := p.(Namer); ok {
-			if name := namer.NameOf(n); name != "" {
-				return name
+	return n.Name
+}
+
+// MachineOf is the name of the machine the pool's Node is: what the
+// controller noted on it, else what the pool's provider reads from it (a
+// Namer), else the Node's own name.
+func (m *Machines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
+	if _, noted := n.Annotations[v1alpha1.AnnotationMachine]; !noted {
+		if p, ok := m.set.For(pool); ok {
+			if namer, ok := p.(Namer); ok {
+				if name := namer.NameOf(n); name != "" {
+					return name
+				}
 			}
 		}
 	}
-	return n.Name
+	return MachineName(n)
 }
 
 // NamesOf lists every name the Node is known by as a machine, for an index
@@ -96,7 +106,7 @@ func (m *Machines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
 // any provider reads from it.
 func (m *Machines) NamesOf(n *corev1.Node) []string {
 	names := []string{n.Name}
-	if name := n.Annotations[v1alpha1.AnnotationMachine]; name != "" && name != n.Name {
+	if name := MachineName(n); name != n.Name {
 		names = append(names, name)
 	}
 	for _, p := range m.set {

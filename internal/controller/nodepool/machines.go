@@ -20,37 +20,40 @@ const (
 
 // replacementNode finds the Node of the record's replacement machine. The
 // kwok provider names a Node after its machine; a cloud's kubelet names it
-// itself, so a Node is also found by the name noted on it, by the name its
-// provider reads from it, by the providerID the record noted at launch, or
-// by the one the provider gives the machine now. The machine's name is then noted on the Node
-// (v1alpha1.AnnotationMachine), so every later look, and the pool's
-// accounting of replacements, finds it from the cache alone. A replacement
-// that is not a Node yet is a NotFound error.
+// itself, so the Node is found by the machine's name (its own, the one noted
+// on it, or the one its provider reads from it), else by the providerID the
+// record noted at launch, else (a record written before that) by the
+// providerID the provider gives the machine now. The machine's name is then
+// noted on the Node (v1alpha1.AnnotationMachine), so every later look, and
+// the pool's accounting of replacements, finds it from the cache alone. A
+// replacement that is not a Node yet is a NotFound error.
 func (c *Controller) replacementNode(ctx context.Context, pool *v1alpha1.NodePool, rec *disruption.Record) (*corev1.Node, error) {
 	n, err := c.nodeBy(ctx, indexMachine, rec.Replacement)
 	if err != nil {
 		return nil, err
 	}
-	if n == nil && rec.ReplacementProviderID != "" {
-		if n, err = c.nodeBy(ctx, indexProviderID, rec.ReplacementProviderID); err != nil {
-			return nil, err
-		}
-	}
 	if n == nil {
-		m, err := c.machines.GetMachine(ctx, pool, rec.Replacement)
-		switch {
-		case provider.IsNotFound(err):
-			return nil, notANode(rec.Replacement)
-		case err != nil:
-			return nil, err
-		case m.ProviderID == "":
+		id := rec.ReplacementProviderID
+		if id == "" {
+			m, err := c.machines.GetMachine(ctx, pool, rec.Replacement)
+			if err != nil && !provider.IsNotFound(err) {
+				return nil, err
+			}
+			if err == nil {
+				id = m.ProviderID
+			}
+		}
+		if id == "" {
 			return nil, notANode(rec.Replacement)
 		}
-		if n, err = c.nodeBy(ctx, indexProviderID, m.ProviderID); err != nil || n == nil {
-			return nil, firstErr(err, notANode(rec.Replacement))
+		if n, err = c.nodeBy(ctx, indexProviderID, id); err != nil {
+			return nil, err
+		}
+		if n == nil {
+			return nil, notANode(rec.Replacement)
 		}
 	}
-	if disruption.MachineName(n) != rec.Replacement && !c.opts.DryRun {
+	if provider.MachineName(n) != rec.Replacement && !c.opts.DryRun {
 		if err := c.patchNode(ctx, n, func(m *corev1.Node) { setAnnotation(m, v1alpha1.AnnotationMachine, rec.Replacement) }); err != nil {
 			return nil, err
 		}
@@ -87,13 +90,4 @@ func (c *Controller) noteProviderID(ctx context.Context, n *corev1.Node, rec dis
 	if err := c.setRecord(ctx, n, &rec); err != nil {
 		c.opts.Log.Info("could not note a replacement's providerID", "node", n.Name, "replacement", rec.Replacement, "err", err)
 	}
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -123,6 +123,9 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 	for _, n := range v.nodes {
 		names[n.Name] = true
 		names[c.machines.MachineOf(pool, n)] = true
+		if n.Spec.ProviderID != "" {
+			names[n.Spec.ProviderID] = true
+		}
 	}
 	for _, n := range v.nodes {
 		rec, err := disruption.RecordOf(n)
@@ -153,7 +156,7 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		if rec == nil || rec.Phase != disruption.PhaseLaunching {
 			continue
 		}
-		if rec.Replacement == "" || !names[rec.Replacement] {
+		if rec.Replacement == "" || !registered(rec, names) {
 			if !asked[rec.Replacement] || rec.Replacement == "" {
 				pending++
 			}

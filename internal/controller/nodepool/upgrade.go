@@ -65,7 +65,13 @@ func upgradeStep(rec *disruption.Record) bool {
 // booting says whether the record's replacement was asked for and is not a
 // node yet.
 func booting(rec *disruption.Record, nodes map[string]bool) bool {
-	return !nodes[rec.Replacement] && (rec.Phase == disruption.PhaseLaunching || rec.DrainFirst && rec.LaunchedAt != nil)
+	return !registered(rec, nodes) && (rec.Phase == disruption.PhaseLaunching || rec.DrainFirst && rec.LaunchedAt != nil)
+}
+
+// registered says whether the record's replacement is a Node of the pass,
+// given the machine names and providerIDs of its Nodes.
+func registered(rec *disruption.Record, nodes map[string]bool) bool {
+	return nodes[rec.Replacement] || rec.ReplacementProviderID != "" && nodes[rec.ReplacementProviderID]
 }
 
 // appendErr appends err when there is one.

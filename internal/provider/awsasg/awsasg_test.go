@@ -37,18 +37,25 @@ func unique(prefix string) string {
 	return fmt.Sprintf("%s%d-%d", prefix, time.Now().Unix(), seq.Add(1))
 }
 
+// oneGroup is the package's moto with a new group of m5.large (max 3) and a
+// pool of its own over it.
+func oneGroup(t *testing.T) (m *mototest.Server, group string, np *v1alpha1.NodePool) {
+	t.Helper()
+	m = mototest.Start(t)
+	group = unique("asg-")
+	m.Group(t, group, "m5.large", 3)
+	return m, group, pool(unique("web-"), v1alpha1.AutoScalingGroup{Name: group})
+}
+
 var providerID = regexp.MustCompile(`^aws:///us-east-1[a-f]/i-[0-9a-f]+$`)
 
 // Create launches one instance from the group's launch template, tags it
 // with the machine's name, attaches it (desired 0 -> 1), and asking again by
 // the same name returns the same machine: no second instance, desired 1.
 func TestCreateIsIdempotentByName(t *testing.T) {
-	m := mototest.Start(t)
-	group := unique("asg-")
-	m.Group(t, group, "m5.large", 3)
+	m, group, np := oneGroup(t)
 	p := awsasg.New(m.EC2, m.ASG, clocktesting.NewFakeClock(time.Now()))
-	web := unique("web-")
-	np := pool(web, v1alpha1.AutoScalingGroup{Name: group})
+	web := np.Name
 	name := provider.NewName(web)
 
 	first, err := p.Create(context.Background(), np, name)
@@ -85,13 +92,10 @@ func TestCreateIsIdempotentByName(t *testing.T) {
 // A controller killed after the launch and before the attach asks again by
 // the same name: the instance is found by its tag and attached, once.
 func TestCreateFinishesAnAttachCutShort(t *testing.T) {
-	m := mototest.Start(t)
-	group := unique("asg-")
-	m.Group(t, group, "m5.large", 3)
+	m, group, np := oneGroup(t)
 	asg := &failingAttach{AutoScaling: m.ASG}
 	asg.fail.Store(1)
 	p := awsasg.New(m.EC2, asg, clocktesting.NewFakeClock(time.Now()))
-	np := pool("web", v1alpha1.AutoScalingGroup{Name: group})
 	name := provider.NewName("web")
 
 	if _, err := p.Create(context.Background(), np, name); err == nil {
@@ -118,12 +122,9 @@ func TestCreateFinishesAnAttachCutShort(t *testing.T) {
 // TerminateInstanceInAutoScalingGroup with a 500: the provider must not
 // send one).
 func TestDeleteTerminatesInTheGroupAndLowersDesired(t *testing.T) {
-	m := mototest.Start(t)
-	group := unique("asg-")
-	m.Group(t, group, "m5.large", 3)
+	m, group, np := oneGroup(t)
 	p := awsasg.New(m.EC2, m.ASG, clocktesting.NewFakeClock(time.Now()))
-	web := unique("web-")
-	np := pool(web, v1alpha1.AutoScalingGroup{Name: group})
+	web := np.Name
 	keep, gone := provider.NewName(web), provider.NewName(web)
 	for _, n := range []string{keep, gone} {
 		if _, err := p.Create(context.Background(), np, n); err != nil {
@@ -152,14 +153,12 @@ func TestDeleteTerminatesInTheGroupAndLowersDesired(t *testing.T) {
 // A machine launched but never attached (its Create cut short) is deleted
 // without touching the group's desired capacity.
 func TestDeleteOfAnUnattachedMachineLeavesTheGroupAlone(t *testing.T) {
-	m := mototest.Start(t)
-	group := unique("asg-")
-	m.Group(t, group, "m5.large", 3)
+	m, group, np := oneGroup(t)
 	asg := &failingAttach{AutoScaling: m.ASG}
 	asg.fail.Store(1)
 	p := awsasg.New(m.EC2, asg, clocktesting.NewFakeClock(time.Now()))
-	name := provider.NewName("web")
-	if _, err := p.Create(context.Background(), pool("web", v1alpha1.AutoScalingGroup{Name: group}), name); err == nil {
+	name := provider.NewName(np.Name)
+	if _, err := p.Create(context.Background(), np, name); err == nil {
 		t.Fatal("Create succeeded with the attach failing")
 	}
 	if err := p.Delete(context.Background(), name); err != nil {
@@ -250,9 +249,7 @@ func (n *noCapacityFor) RunInstances(ctx context.Context, in *ec2.RunInstancesIn
 // machine tag) is named by its providerID, and deleted through its group
 // with the desired capacity lowered, like the machines sluice made.
 func TestANodeTheGroupLaunchedIsDeletedByItsProviderID(t *testing.T) {
-	m := mototest.Start(t)
-	group := unique("asg-")
-	m.Group(t, group, "m5.large", 3)
+	m, group, _ := oneGroup(t)
 	if _, err := m.ASG.SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{
 		AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(2)}); err != nil {
 		t.Fatal(err)
