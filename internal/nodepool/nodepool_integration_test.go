@@ -242,6 +242,13 @@ func TestAPIServerRefusesInvalidPools(t *testing.T) {
 			`provider.name aws-asg needs provider.aws.autoScalingGroups`},
 		{"aws-asg with no group", map[string]any{"nodeSelector": selector("x"), "provider": map[string]any{"name": "aws-asg", "aws": map[string]any{"autoScalingGroups": []any{}}}},
 			`spec.provider.aws.autoScalingGroups: Invalid value: 0`},
+		{"azure settings with provider aws-asg", map[string]any{"nodeSelector": selector("x"), "provider": map[string]any{"name": "aws-asg",
+			"aws": map[string]any{"autoScalingGroups": []any{map[string]any{"name": "web"}}}, "azure": azureSpec("00000000-0000-0000-0000-000000000000")}},
+			`provider.azure is the azure-vmss provider's settings: set it only with provider.name azure-vmss`},
+		{"azure-vmss without its settings", map[string]any{"nodeSelector": selector("x"), "provider": map[string]any{"name": "azure-vmss"}},
+			`provider.name azure-vmss needs provider.azure`},
+		{"azure subscription not a GUID", map[string]any{"nodeSelector": selector("x"), "provider": map[string]any{"name": "azure-vmss", "azure": azureSpec("my-subscription")}},
+			`spec.provider.azure.subscriptionID in body should match`},
 		{"kwok failure not in the enum", map[string]any{"nodeSelector": selector("x"), "provider": map[string]any{"name": "kwok", "kwok": map[string]any{"failure": "Sometimes"}}},
 			`Unsupported value: "Sometimes"`},
 		{"template sets the pool label", map[string]any{"nodeSelector": selector("x"), "template": map[string]any{"labels": map[string]any{"sluice.dev/nodepool": "x"}}},
@@ -272,6 +279,12 @@ func TestAPIServerRefusesInvalidPools(t *testing.T) {
 	}
 }
 
+// azureSpec is provider.azure with one scale set.
+func azureSpec(subscription string) map[string]any {
+	return map[string]any{"subscriptionID": subscription, "resourceGroup": "MC_rg_aks_westeurope",
+		"scaleSets": []any{map[string]any{"name": "aks-web-12345678-vmss"}}}
+}
+
 // The rules refuse only what they mean to: their limits and the other
 // choices they leave are accepted.
 func TestAPIServerAcceptsTheLimits(t *testing.T) {
@@ -297,6 +310,8 @@ func TestAPIServerAcceptsTheLimits(t *testing.T) {
 				map[string]any{"nodes": "0", "schedule": "0 9 * * mon-fri", "timeZone": "Europe/Berlin", "duration": "8h", "reasons": []any{"Drifted", "Expired"}},
 				map[string]any{"nodes": "3", "schedule": "@daily", "duration": "1h30m"},
 			}}}},
+		{"an azure-vmss pool", map[string]any{"nodeSelector": selector("x"), "provider": map[string]any{"name": "azure-vmss",
+			"azure": azureSpec("6f1c3a52-8d0e-4b7a-9c1d-2e3f4a5b6c7d")}}},
 		{"a provider with a template and limits", map[string]any{"nodeSelector": selector("x"),
 			"provider": map[string]any{"name": "kwok", "kwok": map[string]any{"bootDelay": "0s", "failure": "NeverJoins"}},
 			"template": map[string]any{"labels": map[string]any{"sluice.dev/test-pool": "x"}, "instanceTypes": []any{"Standard_D4s_v5", "m6i.xlarge"},

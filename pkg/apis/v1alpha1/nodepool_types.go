@@ -214,14 +214,15 @@ const (
 
 // ProviderName names what creates and deletes a pool's machines.
 //
-// +kubebuilder:validation:Enum=kwok;none;aws-asg
+// +kubebuilder:validation:Enum=kwok;none;aws-asg;azure-vmss
 type ProviderName string
 
 // Providers.
 const (
-	ProviderKwok   ProviderName = "kwok"
-	ProviderNone   ProviderName = "none"
-	ProviderAWSASG ProviderName = "aws-asg"
+	ProviderKwok      ProviderName = "kwok"
+	ProviderNone      ProviderName = "none"
+	ProviderAWSASG    ProviderName = "aws-asg"
+	ProviderAzureVMSS ProviderName = "azure-vmss"
 )
 
 // ProviderSpec picks the pool's provider and holds its settings.
@@ -229,8 +230,10 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.kwok) || self.name == 'kwok'",message="provider.kwok is the kwok provider's settings: set it only with provider.name kwok"
 // +kubebuilder:validation:XValidation:rule="!has(self.aws) || self.name == 'aws-asg'",message="provider.aws is the aws-asg provider's settings: set it only with provider.name aws-asg"
 // +kubebuilder:validation:XValidation:rule="self.name != 'aws-asg' || has(self.aws)",message="provider.name aws-asg needs provider.aws.autoScalingGroups: the groups the pool's machines belong to"
+// +kubebuilder:validation:XValidation:rule="!has(self.azure) || self.name == 'azure-vmss'",message="provider.azure is the azure-vmss provider's settings: set it only with provider.name azure-vmss"
+// +kubebuilder:validation:XValidation:rule="self.name != 'azure-vmss' || has(self.azure)",message="provider.name azure-vmss needs provider.azure: the subscription, resource group and scale sets the pool's machines belong to"
 type ProviderSpec struct {
-	// Name is the provider: kwok, aws-asg or none.
+	// Name is the provider: kwok, aws-asg, azure-vmss or none.
 	//
 	// +optional
 	// +kubebuilder:default=none
@@ -248,6 +251,48 @@ type ProviderSpec struct {
 	//
 	// +optional
 	AWS *AWSProviderSpec `json:"aws,omitempty"`
+
+	// Azure holds the settings of the azure-vmss provider: the VM scale
+	// sets the pool's machines belong to. Credentials are the controller's
+	// (azidentity's default chain: workload identity in a cluster).
+	//
+	// +optional
+	Azure *AzureProviderSpec `json:"azure,omitempty"`
+}
+
+// AzureProviderSpec maps a pool onto Azure VM scale sets (an AKS node pool
+// is one, in the cluster's node resource group, MC_...).
+type AzureProviderSpec struct {
+	// SubscriptionID of the scale sets.
+	//
+	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	SubscriptionID string `json:"subscriptionID"`
+
+	// ResourceGroup of the scale sets.
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=90
+	ResourceGroup string `json:"resourceGroup"`
+
+	// ScaleSets the pool's machines belong to: one, or one per VM size. A
+	// new machine goes to the first set whose VM size the template allows
+	// and the cloud has capacity for. sluice must be the only writer of
+	// their capacity (no cluster autoscaler on them).
+	//
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=map
+	// +listMapKey=name
+	ScaleSets []ScaleSet `json:"scaleSets"`
+}
+
+// ScaleSet is one Azure VM scale set of a pool.
+type ScaleSet struct {
+	// Name of the scale set.
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
 }
 
 // AWSProviderSpec maps a pool onto EC2 Auto Scaling groups.
