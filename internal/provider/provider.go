@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -139,4 +140,15 @@ func NewName(pool string) string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return pool + "-" + string(b[:])
+}
+
+// ProviderIDKey is the form in which providerIDs are compared: an Azure
+// providerID's case varies between the Node (cloud-provider-azure lowercases
+// the resource group) and Azure's own answers, and Azure resource IDs are
+// case-insensitive, so it is lowercased; others are compared as they are.
+func ProviderIDKey(id string) string {
+	if strings.HasPrefix(strings.ToLower(id), "azure://") {
+		return strings.ToLower(id)
+	}
+	return id
 }
