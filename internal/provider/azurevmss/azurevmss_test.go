@@ -133,12 +133,16 @@ func TestARestartFindsTheInstanceItsPredecessorAskedFor(t *testing.T) {
 	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 2)
 	first, dies := context.WithCancel(context.Background())
 	defer dies()
-	w.cloud.afterScaleOut = func(string) { dies() }
+	w.cloud.answered = func(r request) {
+		if r.method == http.MethodPatch {
+			dies()
+		}
+	}
 
 	if _, err := w.provider(3).Create(first, pool("web", "aks-web-vmss"), "web-a1b2c"); err == nil {
 		t.Fatal("create whose controller died mid-scale-out succeeded")
 	}
-	w.cloud.afterScaleOut = nil
+	w.cloud.answered = nil
 
 	m, err := w.provider(3).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
 	if err != nil {

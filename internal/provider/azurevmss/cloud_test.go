@@ -39,6 +39,9 @@ type cloud struct {
 	// afterScaleOut runs once a scale-out changed the set, before Azure
 	// answers.
 	afterScaleOut func(set string)
+	// answered runs after each answer the fakes gave, on the caller's
+	// goroutine.
+	answered func(request)
 	// throttled is how many more requests answer 429, and with what
 	// Retry-After (seconds).
 	throttled  int
@@ -329,7 +332,11 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	t.c.mu.Lock()
 	r.status = resp.StatusCode
 	t.c.log = append(t.c.log, r)
+	hook := t.c.answered
 	t.c.mu.Unlock()
+	if hook != nil {
+		hook(r)
+	}
 	return resp, err
 }
 
