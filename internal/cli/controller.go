@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"log/slog"
 	"net"
 	"os"
@@ -14,6 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -25,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/memlimit"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg"
+	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
 	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -220,7 +222,7 @@ func runController(ctx context.Context, f *controllerFlags) error {
 		}
 	}
 	if len(f.providers) > 0 {
-		set, err := providers(ctx, cfg, f.providers, clk, log)
+		set, err := providers(ctx, cfg, f.providers, f.leaseNamespace, clk, log)
 		if err != nil {
 			return err
 		}
@@ -250,8 +252,9 @@ func readTemplate(v string) (string, error) {
 }
 
 // providers makes the named machine providers, running those with work of
-// their own until ctx ends.
-func providers(ctx context.Context, cfg *rest.Config, names []string, clk clock.WithTicker, log *slog.Logger) (provider.Set, error) {
+// their own until ctx ends. namespace is the controller's, where the
+// azure-vmss provider keeps its claims.
+func providers(ctx context.Context, cfg *rest.Config, names []string, namespace string, clk clock.WithTicker, log *slog.Logger) (provider.Set, error) {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the providers' client: %w", err)
@@ -276,6 +279,18 @@ func providers(ctx context.Context, cfg *rest.Config, names []string, clk clock.
 				return nil, errors.New("--providers aws-asg: no AWS region: set AWS_REGION (in the chart: controller.env)")
 			}
 			set[name] = awsasg.New(ec2.NewFromConfig(awsCfg), autoscaling.NewFromConfig(awsCfg), clk)
+		case v1alpha1.ProviderAzureVMSS:
+			// azidentity's default chain: workload identity in a cluster
+			// (AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE,
+			// set by the webhook), the environment or the Azure CLI outside
+			// one. The subscription is each pool's. No credential is ever
+			// logged.
+			cred, err := azidentity.NewDefaultAzureCredential(nil)
+			if err != nil {
+				return nil, fmt.Errorf("--providers azure-vmss: loading the Azure credentials: %w", err)
+			}
+			set[name] = azurevmss.New(cred, azurevmss.NewConfigMapClaims(client, namespace), clk,
+				azurevmss.Options{Log: log.With("provider", name)})
 		}
 	}
 	return set, nil
