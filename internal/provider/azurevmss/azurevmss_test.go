@@ -22,34 +22,35 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
+	"github.com/sluice-dev/sluice/internal/provider/azurevmss/azuretest"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
 // world is a cloud, the claims' ConfigMap, and a way to make providers
 // over both (a new provider is a restarted controller).
 type world struct {
-	cloud  *cloud
+	cloud  *azuretest.Cloud
 	kube   *k8sfake.Clientset
 	claims *azurevmss.ConfigMapClaims
 }
 
 func newWorld() *world {
 	kube := k8sfake.NewClientset()
-	return &world{cloud: newCloud(), kube: kube, claims: azurevmss.NewConfigMapClaims(kube, "sluice-system")}
+	return &world{cloud: azuretest.NewCloud(clock.RealClock{}), kube: kube, claims: azurevmss.NewConfigMapClaims(kube, "sluice-system")}
 }
 
 func (w *world) provider(retries int32) *azurevmss.Provider {
 	return azurevmss.New(&azfake.TokenCredential{}, w.claims, clock.RealClock{}, azurevmss.Options{
 		PollEvery: 10 * time.Millisecond,
 		ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{
-			Transport: w.cloud.transport(),
+			Transport: w.cloud.Transport(),
 			Retry:     policy.RetryOptions{MaxRetries: retries, RetryDelay: 10 * time.Millisecond},
 		}},
 	})
 }
 
 func pool(name string, sets ...string) *v1alpha1.NodePool {
-	spec := &v1alpha1.AzureProviderSpec{SubscriptionID: subscription, ResourceGroup: resourceGroup}
+	spec := &v1alpha1.AzureProviderSpec{SubscriptionID: azuretest.Subscription, ResourceGroup: azuretest.ResourceGroup}
 	for _, s := range sets {
 		spec.ScaleSets = append(spec.ScaleSets, v1alpha1.ScaleSet{Name: s})
 	}
@@ -59,7 +60,7 @@ func pool(name string, sets ...string) *v1alpha1.NodePool {
 }
 
 // The Node's form: cloud-provider-azure lowercases the resource group.
-var providerIDOf = regexp.MustCompile(`^azure:///subscriptions/` + subscription +
+var providerIDOf = regexp.MustCompile(`^azure:///subscriptions/` + azuretest.Subscription +
 	`/resourceGroups/mc_rg_aks_westeurope/providers/Microsoft\.Compute/virtualMachineScaleSets/aks-web-vmss/virtualMachines/([0-9]+)$`)
 
 func instance(t *testing.T, m *provider.Machine) string {
@@ -81,7 +82,7 @@ func ctx(t *testing.T) context.Context {
 // not there; asking again by the same name returns it and changes nothing.
 func TestCreateClaimsTheNewInstanceOnce(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 2)
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 2)
 	p := w.provider(3)
 	np := pool("web", "aks-web-vmss")
 
@@ -102,10 +103,10 @@ func TestCreateClaimsTheNewInstanceOnce(t *testing.T) {
 	if again.ProviderID != m.ProviderID {
 		t.Errorf("asking again gave %s, want the same machine %s", again.ProviderID, m.ProviderID)
 	}
-	if got := slices.Sorted(maps.Keys(w.cloud.instances("aks-web-vmss"))); !slices.Equal(got, []string{"0", "1", "2"}) {
+	if got := slices.Sorted(maps.Keys(w.cloud.Instances("aks-web-vmss"))); !slices.Equal(got, []string{"0", "1", "2"}) {
 		t.Errorf("instances = %v, want 0 1 2: one scale-out only", got)
 	}
-	if n := w.cloud.count(http.MethodPatch, "aks-web-vmss"); n != 1 {
+	if n := w.cloud.Count(http.MethodPatch, "aks-web-vmss"); n != 1 {
 		t.Errorf("%d scale-outs, want 1", n)
 	}
 	cm, err := w.kube.CoreV1().ConfigMaps("sluice-system").Get(ctx(t), azurevmss.ClaimsConfigMap, metav1.GetOptions{})
@@ -130,11 +131,11 @@ func TestCreateClaimsTheNewInstanceOnce(t *testing.T) {
 // claim and does not raise the capacity again.
 func TestARestartFindsTheInstanceItsPredecessorAskedFor(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 2)
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 2)
 	first, dies := context.WithCancel(context.Background())
 	defer dies()
-	w.cloud.answered = func(r request) {
-		if r.method == http.MethodPatch {
+	w.cloud.Answered = func(r azuretest.Request) {
+		if r.Method == http.MethodPatch {
 			dies()
 		}
 	}
@@ -142,7 +143,7 @@ func TestARestartFindsTheInstanceItsPredecessorAskedFor(t *testing.T) {
 	if _, err := w.provider(3).Create(first, pool("web", "aks-web-vmss"), "web-a1b2c"); err == nil {
 		t.Fatal("create whose controller died mid-scale-out succeeded")
 	}
-	w.cloud.answered = nil
+	w.cloud.Answered = nil
 
 	m, err := w.provider(3).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
 	if err != nil {
@@ -151,10 +152,10 @@ func TestARestartFindsTheInstanceItsPredecessorAskedFor(t *testing.T) {
 	if id := instance(t, m); id != "2" {
 		t.Errorf("machine is instance %s, want 2", id)
 	}
-	if n := w.cloud.count(http.MethodPatch, "aks-web-vmss"); n != 1 {
+	if n := w.cloud.Count(http.MethodPatch, "aks-web-vmss"); n != 1 {
 		t.Errorf("%d scale-outs, want 1: the restart raised the capacity again", n)
 	}
-	if n := len(w.cloud.instances("aks-web-vmss")); n != 3 {
+	if n := len(w.cloud.Instances("aks-web-vmss")); n != 3 {
 		t.Errorf("%d instances, want 3", n)
 	}
 }
@@ -163,9 +164,9 @@ func TestARestartFindsTheInstanceItsPredecessorAskedFor(t *testing.T) {
 // leaves a claim with no instance: the next Create raises the capacity.
 func TestAClaimWithoutAScaleOutScalesOut(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 2)
-	if err := w.claims.Put(ctx(t), &azurevmss.Claim{Machine: "web-a1b2c", Pool: "web", Subscription: subscription,
-		ResourceGroup: resourceGroup, ScaleSet: "aks-web-vmss", Before: []string{"0", "1"}}); err != nil {
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 2)
+	if err := w.claims.Put(ctx(t), &azurevmss.Claim{Machine: "web-a1b2c", Pool: "web", Subscription: azuretest.Subscription,
+		ResourceGroup: azuretest.ResourceGroup, ScaleSet: "aks-web-vmss", Before: []string{"0", "1"}}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := w.provider(3).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
@@ -175,7 +176,7 @@ func TestAClaimWithoutAScaleOutScalesOut(t *testing.T) {
 	if id := instance(t, m); id != "2" {
 		t.Errorf("machine is instance %s, want 2", id)
 	}
-	if n := w.cloud.count(http.MethodPatch, "aks-web-vmss"); n != 1 {
+	if n := w.cloud.Count(http.MethodPatch, "aks-web-vmss"); n != 1 {
 		t.Errorf("%d scale-outs, want 1", n)
 	}
 }
@@ -186,9 +187,9 @@ func TestAClaimWithoutAScaleOutScalesOut(t *testing.T) {
 // over for a while.
 func TestNoCapacityCleansUpAndFallsBack(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-d4-vmss", "Standard_D4s_v5", 1)
-	w.cloud.addSet("aks-d8-vmss", "Standard_D8s_v5", 1)
-	w.cloud.failScaleOut = []string{"AllocationFailed"}
+	w.cloud.AddSet("aks-d4-vmss", "Standard_D4s_v5", 1)
+	w.cloud.AddSet("aks-d8-vmss", "Standard_D8s_v5", 1)
+	w.cloud.FailScaleOut = []string{"AllocationFailed"}
 	p := w.provider(3)
 	np := pool("web", "aks-d4-vmss", "aks-d8-vmss")
 
@@ -199,13 +200,13 @@ func TestNoCapacityCleansUpAndFallsBack(t *testing.T) {
 	if m.InstanceType != "Standard_D8s_v5" || !strings.Contains(m.ProviderID, "/aks-d8-vmss/virtualMachines/1") {
 		t.Errorf("machine = %s (%s), want instance 1 of aks-d8-vmss", m.ProviderID, m.InstanceType)
 	}
-	if got := w.cloud.instances("aks-d4-vmss"); !maps.Equal(got, map[string]string{"0": "Succeeded"}) {
+	if got := w.cloud.Instances("aks-d4-vmss"); !maps.Equal(got, map[string]string{"0": "Succeeded"}) {
 		t.Errorf("aks-d4-vmss instances = %v, want only 0: the failed instance deleted", got)
 	}
 	if _, err := p.Create(ctx(t), np, "web-d3e4f"); err != nil {
 		t.Fatalf("second create: %v", err)
 	}
-	if n := w.cloud.count(http.MethodPatch, "aks-d4-vmss"); n != 1 {
+	if n := w.cloud.Count(http.MethodPatch, "aks-d4-vmss"); n != 1 {
 		t.Errorf("aks-d4-vmss was asked %d times, want once: a refused size is passed over for 3 minutes", n)
 	}
 	claims, err := w.claims.List(ctx(t))
@@ -217,14 +218,14 @@ func TestNoCapacityCleansUpAndFallsBack(t *testing.T) {
 // When every set refuses, Create returns the cloud's refusal, retryable.
 func TestNoCapacityAnywhereIsARetryableRefusal(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 1)
-	w.cloud.failScaleOut = []string{"ZonalAllocationFailed"}
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 1)
+	w.cloud.FailScaleOut = []string{"ZonalAllocationFailed"}
 	_, err := w.provider(3).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
 	pe, ok := provider.AsError(err)
 	if !ok || pe.Code != provider.CodeInsufficientCapacity || !pe.Retryable || !strings.Contains(pe.Message, "ZonalAllocationFailed") {
 		t.Fatalf("create = %v, want a retryable InsufficientCapacity naming Azure's code", err)
 	}
-	if got := w.cloud.instances("aks-web-vmss"); len(got) != 1 {
+	if got := w.cloud.Instances("aks-web-vmss"); len(got) != 1 {
 		t.Errorf("instances = %v, want the one there before", got)
 	}
 }
@@ -232,12 +233,8 @@ func TestNoCapacityAnywhereIsARetryableRefusal(t *testing.T) {
 // Instances the claims cannot explain are refused, not guessed at.
 func TestAnotherWriterOfCapacityIsRefused(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 1)
-	w.cloud.afterScaleOut = func(set string) { // a cluster autoscaler, at the same moment
-		w.cloud.mu.Lock()
-		w.cloud.sets[set].add("Succeeded")
-		w.cloud.mu.Unlock()
-	}
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 1)
+	w.cloud.AfterScaleOut = w.cloud.AddInstance // a cluster autoscaler, at the same moment
 	_, err := w.provider(3).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
 	pe, ok := provider.AsError(err)
 	if !ok || pe.Code != azurevmss.CodeCapacityChangedElsewhere {
@@ -249,7 +246,7 @@ func TestAnotherWriterOfCapacityIsRefused(t *testing.T) {
 // and the claim; deleting again asks Azure to delete nothing.
 func TestDeleteRemovesTheInstanceAndItsClaim(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 2)
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 2)
 	p := w.provider(3)
 	if _, err := p.Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c"); err != nil {
 		t.Fatal(err)
@@ -257,17 +254,17 @@ func TestDeleteRemovesTheInstanceAndItsClaim(t *testing.T) {
 	if err := p.Delete(ctx(t), "web-a1b2c"); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	if got := slices.Sorted(maps.Keys(w.cloud.instances("aks-web-vmss"))); !slices.Equal(got, []string{"0", "1"}) {
+	if got := slices.Sorted(maps.Keys(w.cloud.Instances("aks-web-vmss"))); !slices.Equal(got, []string{"0", "1"}) {
 		t.Errorf("instances = %v, want 0 1", got)
 	}
 	if c, err := w.claims.Get(ctx(t), "web-a1b2c"); err != nil || c != nil {
 		t.Errorf("claim after delete = %+v, %v; want none", c, err)
 	}
-	deletes := w.cloud.count(http.MethodPost, "/delete")
+	deletes := w.cloud.Count(http.MethodPost, "/delete")
 	if err := p.Delete(ctx(t), "web-a1b2c"); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
-	if n := w.cloud.count(http.MethodPost, "/delete"); n != deletes || deletes != 1 {
+	if n := w.cloud.Count(http.MethodPost, "/delete"); n != deletes || deletes != 1 {
 		t.Errorf("DeleteInstances calls: %d then %d, want 1 and no more", deletes, n)
 	}
 	if _, err := p.Get(ctx(t), "web-a1b2c"); !provider.IsNotFound(err) {
@@ -279,9 +276,9 @@ func TestDeleteRemovesTheInstanceAndItsClaim(t *testing.T) {
 // Node's case) and deleted through its set.
 func TestANodeOfTheSetIsDeletedByItsProviderID(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 3)
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 3)
 	p := w.provider(3)
-	node := &corev1.Node{Spec: corev1.NodeSpec{ProviderID: "azure:///subscriptions/" + subscription +
+	node := &corev1.Node{Spec: corev1.NodeSpec{ProviderID: "azure:///subscriptions/" + azuretest.Subscription +
 		"/resourceGroups/mc_rg_aks_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-web-vmss/virtualMachines/1"}}
 	name := p.NameOf(node)
 	if name == "" {
@@ -294,7 +291,7 @@ func TestANodeOfTheSetIsDeletedByItsProviderID(t *testing.T) {
 	if err := p.Delete(ctx(t), name); err != nil {
 		t.Fatalf("delete %s: %v", name, err)
 	}
-	if got := slices.Sorted(maps.Keys(w.cloud.instances("aks-web-vmss"))); !slices.Equal(got, []string{"0", "2"}) {
+	if got := slices.Sorted(maps.Keys(w.cloud.Instances("aks-web-vmss"))); !slices.Equal(got, []string{"0", "2"}) {
 		t.Errorf("instances = %v, want 0 2", got)
 	}
 }
@@ -303,12 +300,12 @@ func TestANodeOfTheSetIsDeletedByItsProviderID(t *testing.T) {
 // instance is there, so the claim must stay and a second Delete finish it.
 func TestAFailedDeletionIsRetried(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 1)
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 1)
 	p := w.provider(3)
 	if _, err := p.Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c"); err != nil {
 		t.Fatal(err)
 	}
-	w.cloud.failDelete = []string{"InternalExecutionError"}
+	w.cloud.FailDelete = []string{"InternalExecutionError"}
 	if err := p.Delete(ctx(t), "web-a1b2c"); err == nil || !strings.Contains(err.Error(), "InternalExecutionError") {
 		t.Fatalf("delete = %v, want Azure's failure", err)
 	}
@@ -318,7 +315,7 @@ func TestAFailedDeletionIsRetried(t *testing.T) {
 	if err := p.Delete(ctx(t), "web-a1b2c"); err != nil {
 		t.Fatalf("second delete: %v", err)
 	}
-	if got := w.cloud.instances("aks-web-vmss"); len(got) != 1 {
+	if got := w.cloud.Instances("aks-web-vmss"); len(got) != 1 {
 		t.Errorf("instances = %v, want only 0", got)
 	}
 }
@@ -328,10 +325,10 @@ func TestAFailedDeletionIsRetried(t *testing.T) {
 // waits too. The refused request itself is retried after Retry-After.
 func TestThrottlingHoldsTheWholeSubscription(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 1)
-	w.cloud.addSet("aks-batch-vmss", "Standard_D4s_v5", 1)
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 1)
+	w.cloud.AddSet("aks-batch-vmss", "Standard_D4s_v5", 1)
 	p := w.provider(3)
-	w.cloud.throttle(1, 2)
+	w.cloud.Throttle(1, 2)
 
 	done := make(chan error, 1)
 	go func() {
@@ -340,9 +337,9 @@ func TestThrottlingHoldsTheWholeSubscription(t *testing.T) {
 	}()
 	var refused time.Time
 	for deadline := time.Now().Add(10 * time.Second); refused.IsZero() && time.Now().Before(deadline); {
-		for _, r := range w.cloud.requests() {
-			if r.status == http.StatusTooManyRequests {
-				refused = r.at
+		for _, r := range w.cloud.Requests() {
+			if r.Status == http.StatusTooManyRequests {
+				refused = r.At
 			}
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -356,9 +353,9 @@ func TestThrottlingHoldsTheWholeSubscription(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the throttled create: %v", err)
 	}
-	for _, r := range w.cloud.requests() {
-		if r.status != http.StatusTooManyRequests && r.at.Before(refused.Add(2*time.Second-50*time.Millisecond)) && !r.at.Before(refused) {
-			t.Errorf("%s %s went %v after the 429, inside its Retry-After of 2s", r.method, r.path, r.at.Sub(refused))
+	for _, r := range w.cloud.Requests() {
+		if r.Status != http.StatusTooManyRequests && r.At.Before(refused.Add(2*time.Second-50*time.Millisecond)) && !r.At.Before(refused) {
+			t.Errorf("%s %s went %v after the 429, inside its Retry-After of 2s", r.Method, r.Path, r.At.Sub(refused))
 		}
 	}
 }
@@ -366,22 +363,22 @@ func TestThrottlingHoldsTheWholeSubscription(t *testing.T) {
 // Throttled past the SDK's retries: a retryable Throttled refusal.
 func TestThrottledPastTheRetriesIsRetryable(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 1)
-	w.cloud.throttle(10, 1)
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 1)
+	w.cloud.Throttle(10, 1)
 	_, err := w.provider(1).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
 	pe, ok := provider.AsError(err)
 	if !ok || pe.Code != azurevmss.CodeThrottled || !pe.Retryable {
 		t.Fatalf("create = %v, want a retryable Throttled", err)
 	}
-	if n := len(w.cloud.instances("aks-web-vmss")); n != 1 {
+	if n := len(w.cloud.Instances("aks-web-vmss")); n != 1 {
 		t.Errorf("%d instances, want 1", n)
 	}
 }
 
 func TestRefusals(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 1)
-	w.cloud.sets["aks-flex-vmss"] = &scaleSet{name: "aks-flex-vmss", location: "westeurope", size: "Standard_D4s_v5", flexible: true, vms: map[string]*vm{}}
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 1)
+	w.cloud.AddFlexibleSet("aks-flex-vmss", "Standard_D4s_v5")
 	p := w.provider(3)
 	for _, tt := range []struct {
 		name string
@@ -404,20 +401,20 @@ func TestRefusals(t *testing.T) {
 	if _, err := p.Create(ctx(t), allowed, "web-a1b2c"); err == nil {
 		t.Error("create in a set whose VM size the template does not allow succeeded")
 	}
-	if n := w.cloud.count(http.MethodPatch, ""); n != 0 {
+	if n := w.cloud.Count(http.MethodPatch, ""); n != 0 {
 		t.Errorf("%d scale-outs after refusals, want none", n)
 	}
 }
 
 func TestNameOf(t *testing.T) {
 	p := newWorld().provider(0)
-	base := "azure:///subscriptions/" + subscription + "/resourceGroups/MC_rg_aks_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-web-vmss/virtualMachines/"
+	base := "azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/MC_rg_aks_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-web-vmss/virtualMachines/"
 	for id, want := range map[string]string{
-		base + "12":                 "azure-vmss/" + subscription + "/MC_rg_aks_westeurope/aks-web-vmss/12",
-		strings.ToLower(base) + "3": "azure-vmss/" + subscription + "/mc_rg_aks_westeurope/aks-web-vmss/3",
+		base + "12":                 "azure-vmss/" + azuretest.Subscription + "/MC_rg_aks_westeurope/aks-web-vmss/12",
+		strings.ToLower(base) + "3": "azure-vmss/" + azuretest.Subscription + "/mc_rg_aks_westeurope/aks-web-vmss/3",
 		base + "12/extra":           "",
 		base + "x":                  "",
-		"azure:///subscriptions/" + subscription + "/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/aks-web-0": "",
+		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/aks-web-0": "",
 		"aws:///us-east-1a/i-0123456789abcdef0": "",
 		"":                                      "",
 	} {
@@ -429,7 +426,7 @@ func TestNameOf(t *testing.T) {
 
 func TestErrorCodes(t *testing.T) {
 	w := newWorld()
-	w.cloud.addSet("aks-web-vmss", "Standard_D4s_v5", 1)
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 1)
 	for code, want := range map[string]string{
 		"SkuNotAvailable":        provider.CodeInsufficientCapacity,
 		"AllocationFailed":       provider.CodeInsufficientCapacity,
@@ -439,7 +436,7 @@ func TestErrorCodes(t *testing.T) {
 		"AuthorizationFailed":    azurevmss.CodeAccessDenied,
 		"InternalExecutionError": "",
 	} {
-		w.cloud.failScaleOut = []string{code}
+		w.cloud.FailScaleOut = []string{code}
 		_, err := w.provider(0).Create(ctx(t), pool("web", "aks-web-vmss"), "web-"+strings.ToLower(code))
 		pe, ok := provider.AsError(err)
 		switch {

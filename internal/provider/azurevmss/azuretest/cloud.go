@@ -1,4 +1,8 @@
-package azurevmss_test
+// Package azuretest is a resource group of Uniform VM scale sets for tests
+// of the azure-vmss provider: the Azure SDK's own fake servers
+// (armcompute/fake) over a model of the sets that behaves as Azure
+// documents it.
+package azuretest
 
 import (
 	"bytes"
@@ -13,12 +17,14 @@ import (
 	"time"
 
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6/fake"
+	"k8s.io/utils/clock"
 )
 
-// cloud is a resource group of Uniform VM scale sets behind the SDK's own
+// Cloud is a resource group of Uniform VM scale sets behind the SDK's own
 // fake servers (armcompute/fake), behaving as Azure documents it: raising a
 // set's sku.capacity adds instances with the next instance IDs (never
 // reused), DeleteInstances removes the named instances and lowers the
@@ -28,33 +34,35 @@ import (
 // provider has to clean up after), and a missing instance is a 404. Every
 // operation is a long-running one that answers 202 first. Requests can be
 // throttled with a 429 and a Retry-After, in front of the fakes.
-type cloud struct {
-	mu   sync.Mutex
-	sets map[string]*scaleSet // by lowercase name
+type Cloud struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	sets  map[string]*scaleSet // by lowercase name
 
-	// failScaleOut is the error code of the next scale-outs ("" none).
-	failScaleOut []string
-	// failDelete is the terminal error code of the next DeleteInstances.
-	failDelete []string
-	// afterScaleOut runs once a scale-out changed the set, before Azure
+	// FailScaleOut are the error codes the next scale-outs fail with.
+	FailScaleOut []string
+	// FailDelete are the error codes the next DeleteInstances fail with.
+	FailDelete []string
+	// AfterScaleOut runs once a scale-out changed the set, before Azure
 	// answers.
-	afterScaleOut func(set string)
-	// answered runs after each answer the fakes gave, on the caller's
+	AfterScaleOut func(set string)
+	// Answered runs after each answer the fakes gave, on the caller's
 	// goroutine.
-	answered func(request)
+	Answered func(Request)
 	// throttled is how many more requests answer 429, and with what
 	// Retry-After (seconds).
 	throttled  int
 	retryAfter int
 
-	log []request
+	log []Request
 }
 
-type request struct {
-	at     time.Time
-	method string
-	path   string
-	status int
+// Request is one request the cloud was sent, and its answer's status.
+type Request struct {
+	At     time.Time
+	Method string
+	Path   string
+	Status int
 }
 
 type scaleSet struct {
@@ -69,26 +77,45 @@ type vm struct {
 	created         time.Time
 }
 
+// The cloud's subscription and resource group.
 const (
-	subscription  = "6f1c3a52-8d0e-4b7a-9c1d-2e3f4a5b6c7d"
-	resourceGroup = "MC_rg_aks_westeurope"
+	Subscription  = "6f1c3a52-8d0e-4b7a-9c1d-2e3f4a5b6c7d"
+	ResourceGroup = "MC_rg_aks_westeurope"
 )
 
-func newCloud() *cloud { return &cloud{sets: map[string]*scaleSet{}} }
+// NewCloud is an empty resource group; clk dates instances and requests.
+func NewCloud(clk clock.PassiveClock) *Cloud {
+	return &Cloud{clock: clk, sets: map[string]*scaleSet{}}
+}
 
-// addSet makes a scale set of the VM size with n instances.
-func (c *cloud) addSet(name, size string, n int) {
+// AddSet makes a Uniform scale set of the VM size with n instances.
+func (c *Cloud) AddSet(name, size string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := &scaleSet{name: name, location: "westeurope", size: size, vms: map[string]*vm{}}
 	c.sets[strings.ToLower(name)] = s
 	for range n {
-		s.add("Succeeded")
+		s.add("Succeeded", c.clock.Now())
 	}
 }
 
-func (s *scaleSet) add(state string) *vm {
-	v := &vm{id: strconv.Itoa(s.next), state: state, zone: strconv.Itoa(s.next%3 + 1), created: time.Now()}
+// AddFlexibleSet makes a scale set of Flexible orchestration.
+func (c *Cloud) AddFlexibleSet(name, size string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sets[strings.ToLower(name)] = &scaleSet{name: name, location: "westeurope", size: size, flexible: true, vms: map[string]*vm{}}
+}
+
+// AddInstance adds an instance to the set as its own scaling would (or a
+// cluster autoscaler's).
+func (c *Cloud) AddInstance(set string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sets[strings.ToLower(set)].add("Succeeded", c.clock.Now())
+}
+
+func (s *scaleSet) add(state string, now time.Time) *vm {
+	v := &vm{id: strconv.Itoa(s.next), state: state, zone: strconv.Itoa(s.next%3 + 1), created: now}
 	s.next++
 	s.vms[v.id] = v
 	return v
@@ -103,8 +130,8 @@ func (s *scaleSet) ids() []string {
 	return out
 }
 
-// instances are the set's instance IDs and their provisioning states.
-func (c *cloud) instances(set string) map[string]string {
+// Instances are the set's instance IDs and their provisioning states.
+func (c *Cloud) Instances(set string) map[string]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[string]string{}
@@ -114,30 +141,31 @@ func (c *cloud) instances(set string) map[string]string {
 	return out
 }
 
-// count is how many requests of the method went to paths containing part.
-func (c *cloud) count(method, part string) int {
+// Count is how many requests of the method went to paths containing part.
+func (c *Cloud) Count(method, part string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
 	for _, r := range c.log {
-		if r.method == method && strings.Contains(r.path, part) {
+		if r.Method == method && strings.Contains(r.Path, part) {
 			n++
 		}
 	}
 	return n
 }
 
-func (c *cloud) requests() []request {
+// Requests are the requests sent so far.
+func (c *Cloud) Requests() []Request {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.log)
 }
 
-func (c *cloud) armID(s *scaleSet, id string) string {
-	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s/virtualMachines/%s", subscription, resourceGroup, s.name, id)
+func (c *Cloud) armID(s *scaleSet, id string) string {
+	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s/virtualMachines/%s", Subscription, ResourceGroup, s.name, id)
 }
 
-func (c *cloud) setModel(s *scaleSet) armcompute.VirtualMachineScaleSet {
+func (c *Cloud) setModel(s *scaleSet) armcompute.VirtualMachineScaleSet {
 	mode := armcompute.OrchestrationModeUniform
 	if s.flexible {
 		mode = armcompute.OrchestrationModeFlexible
@@ -149,7 +177,7 @@ func (c *cloud) setModel(s *scaleSet) armcompute.VirtualMachineScaleSet {
 	}
 }
 
-func (c *cloud) vmModel(s *scaleSet, v *vm) armcompute.VirtualMachineScaleSetVM {
+func (c *Cloud) vmModel(s *scaleSet, v *vm) armcompute.VirtualMachineScaleSetVM {
 	return armcompute.VirtualMachineScaleSetVM{
 		ID: to.Ptr(c.armID(s, v.id)), InstanceID: to.Ptr(v.id), Name: to.Ptr(s.name + "_" + v.id),
 		Location: to.Ptr(s.location), Zones: []*string{to.Ptr(v.zone)},
@@ -159,16 +187,16 @@ func (c *cloud) vmModel(s *scaleSet, v *vm) armcompute.VirtualMachineScaleSetVM 
 }
 
 // set finds the scale set, or answers 404 as Azure does.
-func (c *cloud) set(rg, name string, errResp *azfake.ErrorResponder) *scaleSet {
+func (c *Cloud) set(rg, name string, errResp *azfake.ErrorResponder) *scaleSet {
 	s, ok := c.sets[strings.ToLower(name)]
-	if !ok || !strings.EqualFold(rg, resourceGroup) {
+	if !ok || !strings.EqualFold(rg, ResourceGroup) {
 		errResp.SetResponseError(http.StatusNotFound, "ResourceNotFound")
 		return nil
 	}
 	return s
 }
 
-func (c *cloud) servers() *fake.ServerFactory {
+func (c *Cloud) servers() *fake.ServerFactory {
 	return &fake.ServerFactory{
 		VirtualMachineScaleSetsServer: fake.VirtualMachineScaleSetsServer{
 			Get: func(_ context.Context, rg, name string, _ *armcompute.VirtualMachineScaleSetsClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachineScaleSetsClientGetResponse], errResp azfake.ErrorResponder) {
@@ -222,7 +250,7 @@ func (c *cloud) servers() *fake.ServerFactory {
 	}
 }
 
-func (c *cloud) update(_ context.Context, rg, name string, params armcompute.VirtualMachineScaleSetUpdate, _ *armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateResponse], errResp azfake.ErrorResponder) {
+func (c *Cloud) update(_ context.Context, rg, name string, params armcompute.VirtualMachineScaleSetUpdate, _ *armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateResponse], errResp azfake.ErrorResponder) {
 	c.mu.Lock()
 	s := c.set(rg, name, &errResp)
 	if s == nil {
@@ -235,18 +263,18 @@ func (c *cloud) update(_ context.Context, rg, name string, params armcompute.Vir
 		return
 	}
 	failure := ""
-	if len(c.failScaleOut) > 0 {
-		failure, c.failScaleOut = c.failScaleOut[0], c.failScaleOut[1:]
+	if len(c.FailScaleOut) > 0 {
+		failure, c.FailScaleOut = c.FailScaleOut[0], c.FailScaleOut[1:]
 	}
 	state := "Succeeded"
 	if failure != "" {
 		state = "Failed"
 	}
 	for int64(len(s.vms)) < *params.SKU.Capacity {
-		s.add(state)
+		s.add(state, c.clock.Now())
 	}
 	model := c.setModel(s)
-	hook := c.afterScaleOut
+	hook := c.AfterScaleOut
 	c.mu.Unlock()
 	if hook != nil {
 		hook(name)
@@ -260,7 +288,7 @@ func (c *cloud) update(_ context.Context, rg, name string, params armcompute.Vir
 	return
 }
 
-func (c *cloud) deleteInstances(_ context.Context, rg, name string, ids armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs, _ *armcompute.VirtualMachineScaleSetsClientBeginDeleteInstancesOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientDeleteInstancesResponse], errResp azfake.ErrorResponder) {
+func (c *Cloud) deleteInstances(_ context.Context, rg, name string, ids armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs, _ *armcompute.VirtualMachineScaleSetsClientBeginDeleteInstancesOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientDeleteInstancesResponse], errResp azfake.ErrorResponder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.set(rg, name, &errResp)
@@ -274,9 +302,9 @@ func (c *cloud) deleteInstances(_ context.Context, rg, name string, ids armcompu
 		}
 	}
 	resp.AddNonTerminalResponse(http.StatusAccepted, nil)
-	if len(c.failDelete) > 0 {
+	if len(c.FailDelete) > 0 {
 		var code string
-		code, c.failDelete = c.failDelete[0], c.failDelete[1:]
+		code, c.FailDelete = c.FailDelete[0], c.FailDelete[1:]
 		resp.SetTerminalError(http.StatusOK, code)
 		return
 	}
@@ -290,20 +318,22 @@ func (c *cloud) deleteInstances(_ context.Context, rg, name string, ids armcompu
 // transport logs every request and throttles as told, in front of the
 // fakes.
 type transport struct {
-	c    *cloud
+	c    *Cloud
 	next *fake.ServerFactoryTransport
 }
 
-func (c *cloud) transport() *transport {
+// Transport is the cloud's end of the SDK's clients
+// (policy.ClientOptions.Transport).
+func (c *Cloud) Transport() policy.Transporter {
 	return &transport{c: c, next: fake.NewServerFactoryTransport(c.servers())}
 }
 
 func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	t.c.mu.Lock()
-	r := request{at: time.Now(), method: req.Method, path: req.URL.Path}
+	r := Request{At: t.c.clock.Now(), Method: req.Method, Path: req.URL.Path}
 	if t.c.throttled > 0 {
 		t.c.throttled--
-		r.status = http.StatusTooManyRequests
+		r.Status = http.StatusTooManyRequests
 		t.c.log = append(t.c.log, r)
 		after := t.c.retryAfter
 		t.c.mu.Unlock()
@@ -330,9 +360,9 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	t.c.mu.Lock()
-	r.status = resp.StatusCode
+	r.Status = resp.StatusCode
 	t.c.log = append(t.c.log, r)
-	hook := t.c.answered
+	hook := t.c.Answered
 	t.c.mu.Unlock()
 	if hook != nil {
 		hook(r)
@@ -340,8 +370,8 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// throttle makes the next n requests answer 429 with Retry-After seconds.
-func (c *cloud) throttle(n, seconds int) {
+// Throttle makes the next n requests answer 429 with Retry-After seconds.
+func (c *Cloud) Throttle(n, seconds int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.throttled, c.retryAfter = n, seconds
