@@ -1,0 +1,137 @@
+package nodepool_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
+	"github.com/sluice-dev/sluice/internal/provider/azurevmss/azuretest"
+	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
+
+// A pool of an Azure VM scale set (the Azure SDK's fakes over a model of a
+// Uniform set) drifts: the controller scales the set out once per
+// replacement through the azure-vmss provider, finds each replacement's
+// Node (named by its "kubelet" as AKS names them) by a providerID whose
+// resource group is in another case than Azure's answers, deletes the old
+// Nodes (drained first) and their instances, which the set had before
+// sluice: the set ends with 2 instances, the replacements.
+func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
+	s := baseScene(t)
+	cloud := azuretest.NewCloud(clock.RealClock{})
+	set := "aks-" + strings.ReplaceAll(s.name, "pool", "") + "-12345678-vmss"
+	cloud.AddSet(set, "Standard_D4s_v5", 2)
+	claims := azurevmss.NewConfigMapClaims(s.env.Client, s.env.Namespace)
+	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAzureVMSS: azurevmss.New(&azfake.TokenCredential{}, claims, clock.RealClock{},
+		azurevmss.Options{PollEvery: 50 * time.Millisecond, ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
+		clock.RealClock{})
+	pool := &v1alpha1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name},
+		Spec: v1alpha1.NodePoolSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: s.selector},
+			Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAzureVMSS, Azure: &v1alpha1.AzureProviderSpec{
+				SubscriptionID: azuretest.Subscription, ResourceGroup: azuretest.ResourceGroup, ScaleSets: []v1alpha1.ScaleSet{{Name: set}}}},
+			Template:   &v1alpha1.NodeTemplate{Labels: s.selector},
+			Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "1"}}, ConsolidateAfter: v1alpha1.Never},
+		},
+	}
+	if err := s.kube.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.cleanup)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go s.aksKubelet(ctx, t, cloud, set)
+	before := s.waitNodes(t, 2, time.Minute)
+	s.start(t)
+
+	s.edit(t, func(p *v1alpha1.NodePool) {
+		p.Spec.Template.Labels = mergeLabels(p.Spec.Template.Labels, "sluice.dev/test-rev", "2")
+	})
+	s.env.WaitFor(t, 3*time.Minute, "both nodes replaced", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil || len(nodes) != 2 {
+			return false, err
+		}
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) || n.Labels["sluice.dev/test-rev"] != "2" || !n.DeletionTimestamp.IsZero() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	nodes, err := s.nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:])
+		if n.Annotations[v1alpha1.AnnotationMachine] == "" {
+			t.Errorf("replacement %s carries no %s annotation", n.Name, v1alpha1.AnnotationMachine)
+		}
+	}
+	slices.Sort(ids)
+	if got := slices.Sorted(maps.Keys(cloud.Instances(set))); !slices.Equal(got, ids) || !slices.Equal(ids, []string{"2", "3"}) {
+		t.Errorf("scale set %s holds instances %v, the Nodes are instances %v; want both 2 and 3: the replacements, the first two deleted", set, got, ids)
+	}
+}
+
+// aksKubelet plays the kubelets of the set's instances: each instance
+// Azure finished making registers a Node named as AKS names it
+// (<set>0000<n> in base 36) with the providerID cloud-provider-azure wrote
+// before it lowercased resource groups (the case of the group as created:
+// the controller must match it to Azure's answers whatever the case), and
+// the labels the pool's template has at that moment. kwok keeps it Ready.
+func (s *scene) aksKubelet(ctx context.Context, t *testing.T, cloud *azuretest.Cloud, set string) {
+	registered := map[string]bool{}
+	for ctx.Err() == nil {
+		if err := s.registerScaleSet(ctx, cloud, set, registered); err != nil && ctx.Err() == nil {
+			t.Logf("aks kubelet: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (s *scene) registerScaleSet(ctx context.Context, cloud *azuretest.Cloud, set string, registered map[string]bool) error {
+	pool := &v1alpha1.NodePool{}
+	if err := s.kube.Get(ctx, client.ObjectKey{Name: s.name}, pool); err != nil {
+		return err
+	}
+	for id, state := range cloud.Instances(set) {
+		if registered[id] || state != "Succeeded" {
+			continue
+		}
+		n := fixture.AKSPool(s.name, 1, fixture.WithLabels(pool.Spec.Template.Labels)).Nodes()[0]
+		num, _ := strconv.Atoi(id)
+		n.Name = fmt.Sprintf("%s%06s", strings.TrimSuffix(set, "-vmss")+"-vmss", strconv.FormatInt(int64(num), 36))
+		n.Labels[corev1.LabelHostname] = n.Name
+		n.Spec.ProviderID = fmt.Sprintf("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s/virtualMachines/%s",
+			azuretest.Subscription, strings.ToUpper(azuretest.ResourceGroup), set, id)
+		if _, err := s.env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("registering instance %s: %w", id, err)
+		}
+		registered[id] = true
+	}
+	return nil
+}
