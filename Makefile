@@ -55,6 +55,7 @@ FUZZTARGETS := \
 	./pkg/maintenance/aws:FuzzRebalanceAndLifecycle \
 	./pkg/maintenance/aws:FuzzToken \
 	./pkg/maintenance/aws:FuzzLifecycleState \
+	./pkg/maintenance/aws:FuzzParseMessage \
 	./pkg/maintenance/gcp:FuzzValues
 # Go before 1.27 can fail a target with a bare "context deadline exceeded" as
 # FUZZTIME runs out (go.dev/issue/75804); with no failing input written, that
