@@ -32,6 +32,8 @@ type Server struct {
 	URL string
 	EC2 *ec2.Client
 	ASG *autoscaling.Client
+	// Config makes clients of moto's other services (SQS, EventBridge).
+	Config aws.Config
 }
 
 var (
@@ -94,7 +96,7 @@ func launch(bin string) (*Server, error) {
 		Credentials:  credentials.NewStaticCredentialsProvider("testing", "testing", ""),
 		BaseEndpoint: aws.String(url),
 	}
-	return &Server{URL: url, EC2: ec2.NewFromConfig(cfg), ASG: autoscaling.NewFromConfig(cfg)}, nil
+	return &Server{URL: url, EC2: ec2.NewFromConfig(cfg), ASG: autoscaling.NewFromConfig(cfg), Config: cfg}, nil
 }
 
 // Group makes a launch template and an Auto Scaling group of it, both
