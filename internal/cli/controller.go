@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -15,11 +16,13 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/awsqueue"
 	"github.com/sluice-dev/sluice/internal/controller"
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/kube"
@@ -53,6 +56,7 @@ type controllerFlags struct {
 	identity        string
 	podNamespace    string
 	providers       []string
+	awsQueueURL     string
 	dryRun          bool
 	registration    time.Duration
 	validation      time.Duration
@@ -107,6 +111,7 @@ func newControllerCommand() *cobra.Command {
 	fs.StringVar(&f.webhookTemplate, "webhook-template", "", "Go template for the webhook body, or @FILE; fields .Kind .Name .Namespace .Type .Reason .Message .Time, func json (default: a JSON document with a Slack-style text field)")
 	fs.IntVar(&f.workers, "workers", defaultWorkers, "nodes reconciled at once (drains run beside them)")
 	fs.StringVar(&f.identity, "identity", envOr("POD_NAME", host), "this replica's name on the Lease and on drain claims (env POD_NAME)")
+	fs.StringVar(&f.awsQueueURL, "aws-queue-url", "", "AWS queue mode: the URL of the SQS queue EventBridge feeds with spot interruption, rebalance, state-change, AWS Health and terminate lifecycle-hook events; their nodes need no agent (docs/providers.md)")
 	fs.StringSliceVar(&f.providers, "providers", nil, "machine providers this controller runs for NodePools that name them (kwok: the sandbox's simulated cloud); a pool whose provider is not listed is only reported on")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report (NodePool status, WouldAct and WouldReplace Events, logs) what would be done about maintenance events, drift, expiry and deleted nodes, and change no node or machine")
 	fs.DurationVar(&f.registration, "registration-timeout", 10*time.Minute, "how long a replacement machine may take to become a Ready node before it is given up and deleted (the old node stays in service)")
@@ -150,6 +155,9 @@ func (f *controllerFlags) validate() error {
 		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be at least 1", f.maxInFlight))
 	}
 	errs = append(errs, f.validatePools()...)
+	if f.awsQueueURL != "" && !sqsURL.MatchString(f.awsQueueURL) {
+		errs = append(errs, fmt.Errorf("--aws-queue-url %q: want an SQS queue URL, https://sqs.<region>.amazonaws.com/<account>/<queue>", f.awsQueueURL))
+	}
 	if f.webhookTemplate != "" && f.webhookURL == "" {
 		errs = append(errs, errors.New("--webhook-template needs --webhook-url"))
 	}
@@ -228,6 +236,13 @@ func runController(ctx context.Context, f *controllerFlags) error {
 		}
 		opts.Machines = provider.NewMachines(set, clk)
 	}
+	if f.awsQueueURL != "" {
+		run, err := awsQueue(ctx, cfg, f.awsQueueURL, clk, log)
+		if err != nil {
+			return err
+		}
+		opts.Leading = append(opts.Leading, run)
+	}
 	mgr, err := controller.New(cfg, opts)
 	if err != nil {
 		return err
@@ -295,3 +310,29 @@ func providers(ctx context.Context, cfg *rest.Config, names []string, namespace 
 	}
 	return set, nil
 }
+
+// awsQueue builds the AWS queue mode's reader (the SDK's default chain; the
+// region from the queue's URL when AWS_REGION is not set).
+func awsQueue(ctx context.Context, cfg *rest.Config, url string, clk clock.WithTicker, log *slog.Logger) (func(context.Context) error, error) {
+	region := ""
+	if m := sqsURL.FindStringSubmatch(url); m != nil { // validate checked it
+		region = m[1]
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("--aws-queue-url: loading the AWS configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		awsCfg.Region = region
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the queue reader's client: %w", err)
+	}
+	r := awsqueue.New(sqs.NewFromConfig(awsCfg), autoscaling.NewFromConfig(awsCfg), client,
+		awsqueue.Config{QueueURL: url, Clock: clk, Log: log.With("component", "aws-queue")})
+	return r.Run, nil
+}
+
+// sqsURL is an SQS queue URL; the first group is its region.
+var sqsURL = regexp.MustCompile(`^https://sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$`)

@@ -91,6 +91,9 @@ type Options struct {
 	ConsolidationValidationDelay time.Duration
 
 	Webhook *maintenance.Webhook
+	// Leading is more work that runs on the leader only (the AWS queue
+	// reader).
+	Leading []func(context.Context) error
 	Log     *slog.Logger
 	Clock   clock.WithTicker
 
@@ -172,6 +175,11 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	if opts.Webhook != nil {
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { opts.Webhook.Run(ctx); return nil })); err != nil {
 			return nil, fmt.Errorf("adding the webhook: %w", err)
+		}
+	}
+	for _, run := range opts.Leading {
+		if err := mgr.Add(manager.RunnableFunc(run)); err != nil {
+			return nil, fmt.Errorf("adding leader work: %w", err)
 		}
 	}
 	queue, err := termination.New(clientset, opts.Clock, shared, opts.Limits, opts.Identity, recorder,
