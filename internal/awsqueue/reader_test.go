@@ -244,6 +244,8 @@ func TestADeletedNodeCompletesItsHook(t *testing.T) {
 // answers the hook with a heartbeat timeout of timeout seconds.
 type hooks struct {
 	timeout int32
+	// completing, when set, runs as a completion arrives.
+	completing func()
 
 	mu    sync.Mutex
 	log   map[string][]string // token -> calls
@@ -266,6 +268,12 @@ func (h *hooks) record(token, call string) error {
 	return nil
 }
 
+func (h *hooks) setCompleting(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.completing = f
+}
+
 func (h *hooks) calls(token string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -283,6 +291,12 @@ func (h *hooks) count(prefix, token string) int {
 }
 
 func (h *hooks) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	h.mu.Lock()
+	completing := h.completing
+	h.mu.Unlock()
+	if completing != nil {
+		completing()
+	}
 	return &autoscaling.CompleteLifecycleActionOutput{}, h.record(aws.ToString(in.LifecycleActionToken), "complete "+aws.ToString(in.LifecycleActionResult))
 }
 
