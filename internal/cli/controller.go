@@ -10,10 +10,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/awsclient"
 	"github.com/sluice-dev/sluice/internal/awsqueue"
 	"github.com/sluice-dev/sluice/internal/controller"
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
@@ -286,9 +288,9 @@ func providers(ctx context.Context, cfg *rest.Config, names []string, namespace 
 			// cluster, the environment or a profile outside one; the
 			// region from AWS_REGION, the profile, or the instance's
 			// metadata. No credential is ever logged.
-			awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+			awsCfg, err := awsConfig(ctx, "")
 			if err != nil {
-				return nil, fmt.Errorf("--providers aws-asg: loading the AWS configuration: %w", err)
+				return nil, fmt.Errorf("--providers aws-asg: %w", err)
 			}
 			if awsCfg.Region == "" {
 				return nil, errors.New("--providers aws-asg: no AWS region: set AWS_REGION (in the chart: controller.env)")
@@ -318,12 +320,9 @@ func awsQueue(ctx context.Context, cfg *rest.Config, url string, clk clock.WithT
 	if m := sqsURL.FindStringSubmatch(url); m != nil { // validate checked it
 		region = m[1]
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	awsCfg, err := awsConfig(ctx, region)
 	if err != nil {
-		return nil, fmt.Errorf("--aws-queue-url: loading the AWS configuration: %w", err)
-	}
-	if awsCfg.Region == "" {
-		awsCfg.Region = region
+		return nil, fmt.Errorf("--aws-queue-url: %w", err)
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -336,3 +335,18 @@ func awsQueue(ctx context.Context, cfg *rest.Config, url string, clk clock.WithT
 
 // sqsURL is an SQS queue URL; the first group is its region.
 var sqsURL = regexp.MustCompile(`^https://sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
+
+// awsConfig is the one AWS configuration of the process (the queue reader's
+// and the aws-asg provider's clients share its retry budget); region is the
+// fallback of its first caller.
+var awsConfig = func() func(context.Context, string) (aws.Config, error) {
+	var (
+		once sync.Once
+		cfg  aws.Config
+		err  error
+	)
+	return func(ctx context.Context, region string) (aws.Config, error) {
+		once.Do(func() { cfg, err = awsclient.Load(ctx, region) })
+		return cfg, err
+	}
+}()

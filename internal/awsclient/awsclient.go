@@ -1,0 +1,46 @@
+// Package awsclient makes the AWS SDK configuration every AWS client of a
+// controller shares: the SDK's default chain, and one retry budget for the
+// account and region.
+package awsclient
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+)
+
+// DefaultRetryTokens is the retry budget's size, the SDK's own default for
+// one client: a retry after throttling costs 5 tokens, after a timeout 10,
+// and each first-attempt success gives one back.
+const DefaultRetryTokens = 500
+
+// Share gives every client made from the returned configuration (EC2, Auto
+// Scaling, SQS) one retryer, so they draw on one token bucket: when the
+// account and region are throttled, a storm of retries from one API does
+// not go on through another (the SDK's default is a bucket per client).
+// Backoff with jitter and the SDK's retryable codes are unchanged.
+func Share(cfg aws.Config, tokens uint) aws.Config {
+	shared := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.RateLimiter = ratelimit.NewTokenRateLimit(tokens)
+	})
+	cfg.Retryer = func() aws.Retryer { return shared }
+	return cfg
+}
+
+// Load is the SDK's default chain (IRSA or EKS Pod Identity in a cluster;
+// the environment or a profile outside one) with one shared retry budget;
+// region is used when the chain names none. No credential is ever logged.
+func Load(ctx context.Context, region string) (aws.Config, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = region
+	}
+	return Share(cfg, DefaultRetryTokens), nil
+}
