@@ -84,6 +84,9 @@ type Error struct {
 	Message string
 	// Retryable says whether trying again later may work.
 	Retryable bool
+	// RetryAfter is how long the cloud asked to be left alone (a throttled
+	// API's Retry-After); zero when it did not say.
+	RetryAfter time.Duration
 }
 
 // Error codes.
@@ -97,6 +100,9 @@ const (
 	// CodeInvalidTemplate: the template asks for something the cloud does
 	// not have (an unknown instance type, say); only changing it helps.
 	CodeInvalidTemplate = "InvalidTemplate"
+	// CodeThrottled: the cloud's API kept refusing for the request rate
+	// after the SDK's own retries; trying again later works.
+	CodeThrottled = "Throttled"
 )
 
 // Error says the code and the cloud's message.

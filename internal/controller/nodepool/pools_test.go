@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/controller"
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -236,6 +238,30 @@ func TestProviderRefusalDrainsNothing(t *testing.T) {
 		t.Errorf("no ReplacementFailed event on the pool: %v", s.poolEvents(t))
 	}
 	s.env.WaitForPods(t, "app=web", 2)
+}
+
+// A throttled cloud's Retry-After is honoured: the pool says it is
+// throttled and asks again no sooner (the kwok provider asks for 20 s; the
+// pool's own first backoff would be 10 s).
+func TestAThrottledProviderIsLeftAloneForItsRetryAfter(t *testing.T) {
+	s := newScene(t, 1, nil)
+	s.waitNodes(t, 1, time.Minute)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Provider.Kwok.Failure = v1alpha1.KwokFailureThrottled })
+	s.start(t)
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
+	s.env.WaitFor(t, 30*time.Second, "ProviderReady=False, Throttled", func(context.Context) (bool, error) {
+		c := meta.FindStatusCondition(s.pool(t).Status.Conditions, "ProviderReady")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == provider.CodeThrottled, nil
+	})
+	first := s.creates.Load()
+	t.Logf("requests for machines so far: %d", first)
+	s.holdsFor(t, kwok.ThrottledRetryAfter-3*time.Second, "no request inside the Retry-After", func(context.Context) bool {
+		return s.creates.Load() == first
+	})
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Provider.Kwok.Failure = v1alpha1.KwokFailureNone })
+	s.env.WaitFor(t, 30*time.Second, "a request once the Retry-After passed", func(context.Context) (bool, error) {
+		return s.creates.Load() > first, nil
+	})
 }
 
 // A replacement that never becomes a node is given up after the

@@ -83,6 +83,12 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		pending++
 		wait = launchingRecheck
 	}
+	// A refusal in this pass: look again when its backoff ends, whatever
+	// else happens (a cloud that asked for a Retry-After is not asked
+	// sooner, nor left waiting for an unrelated change).
+	if w, refused := c.backingOff(pool.Name, c.clock.Now()); refused {
+		wait = sooner(wait, w)
+	}
 	return wait, errors.Join(errs...)
 }
 
@@ -359,6 +365,11 @@ func (c *Controller) abandon(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	if err := c.setRecord(ctx, n, nil); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	// The mark is gone, taken away here: the node may be chosen again once
+	// the pool's backoff ends, not only after the mark's wait.
+	delete(c.marked, n.Name)
+	c.mu.Unlock()
 	if rec, err := disruption.RecordOf(n); err == nil && rec != nil && rec.Replacement != "" {
 		c.mu.Lock()
 		c.given[rec.Replacement] = c.clock.Now()
@@ -493,11 +504,13 @@ func (c *Controller) refused(pool string, err error, now time.Time) {
 	defer c.mu.Unlock()
 	f := c.failing[pool]
 	f.backoff = min(max(2*f.backoff, 10*time.Second), 5*time.Minute)
-	f.retryAt = now.Add(f.backoff)
 	f.reason, f.message = "CreateFailed", err.Error()
 	if pe, ok := provider.AsError(err); ok {
 		f.reason = pe.Code
+		// A throttled cloud's Retry-After is honoured, never cut short.
+		f.backoff = max(f.backoff, pe.RetryAfter)
 	}
+	f.retryAt = now.Add(f.backoff)
 	c.failing[pool] = f
 	c.opts.Metrics.providerError(pool, f.reason)
 }

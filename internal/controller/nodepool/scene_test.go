@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,7 +47,8 @@ type scene struct {
 	name     string
 	kube     client.Client
 	machines *provider.Machines
-	deleted  deletions // the machines the controller deleted, by name
+	deleted  deletions    // the machines the controller deleted, by name
+	creates  atomic.Int64 // the controller's requests for new machines, refused or not
 	kwok     *kwok.Provider
 	selector map[string]string
 	onPool   fixture.PodOption
@@ -157,6 +159,12 @@ func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
 type recording struct {
 	*provider.Machines
 	deleted *deletions
+	creates *atomic.Int64
+}
+
+func (r recording) CreateMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error) {
+	r.creates.Add(1)
+	return r.Machines.CreateMachine(ctx, pool, name)
 }
 
 func (r recording) DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error {
@@ -218,7 +226,7 @@ func (s *scene) run(t *testing.T, edit func(*controller.Options)) (stop func()) 
 		Log:                 logger(t).With("component", "controller"),
 		Registry:            prometheus.NewRegistry(),
 		SeveralManagers:     true,
-		Machines:            recording{s.machines, &s.deleted},
+		Machines:            recording{s.machines, &s.deleted, &s.creates},
 		RegistrationTimeout: 20 * time.Second,
 	}
 	if edit != nil {

@@ -12,7 +12,7 @@ import (
 
 // CodeThrottled means the API kept refusing for the request rate after the SDK's
 // own retries with backoff; trying again later works.
-const CodeThrottled = "Throttled"
+const CodeThrottled = provider.CodeThrottled
 
 // CodeAccessDenied means the controller's role lacks a permission the provider
 // needs (docs/providers.md lists them); only a person changing it helps.

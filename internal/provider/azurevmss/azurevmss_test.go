@@ -367,8 +367,8 @@ func TestThrottledPastTheRetriesIsRetryable(t *testing.T) {
 	w.cloud.Throttle(10, 1)
 	_, err := w.provider(1).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
 	pe, ok := provider.AsError(err)
-	if !ok || pe.Code != azurevmss.CodeThrottled || !pe.Retryable {
-		t.Fatalf("create = %v, want a retryable Throttled", err)
+	if !ok || pe.Code != azurevmss.CodeThrottled || !pe.Retryable || pe.RetryAfter != time.Second {
+		t.Fatalf("create = %v (%+v), want a retryable Throttled asking for Azure's Retry-After of 1s", err, pe)
 	}
 	if n := len(w.cloud.Instances("aks-web-vmss")); n != 1 {
 		t.Errorf("%d instances, want 1", n)

@@ -15,7 +15,7 @@ import (
 const (
 	// CodeThrottled: Azure Resource Manager kept answering 429 after the
 	// SDK's retries, each after the Retry-After Azure asked for.
-	CodeThrottled = "Throttled"
+	CodeThrottled = provider.CodeThrottled
 	// CodeAccessDenied: the controller's identity lacks a permission
 	// (docs/providers.md has the role definition).
 	CodeAccessDenied = "AccessDenied"
@@ -40,6 +40,9 @@ func refusal(what string, err error) error {
 	switch {
 	case re.StatusCode == http.StatusTooManyRequests, code == "TooManyRequests", code == "SubscriptionRequestsThrottled":
 		e.Code, e.Retryable = CodeThrottled, true
+		if re.RawResponse != nil {
+			e.RetryAfter = retryAfter(re.RawResponse.Header)
+		}
 	case code == "SkuNotAvailable", code == "AllocationFailed", code == "ZonalAllocationFailed",
 		code == "OverconstrainedAllocationRequest", code == "OverconstrainedZonalAllocationRequest":
 		e.Code, e.Retryable = provider.CodeInsufficientCapacity, true

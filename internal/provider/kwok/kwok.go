@@ -194,6 +194,8 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 		return nil, insufficientCapacity(typ, capacity, zone)
 	case v1alpha1.KwokFailureQuotaExceeded:
 		return nil, quotaExceeded(typ, capacity)
+	case v1alpha1.KwokFailureThrottled:
+		return nil, throttled(typ)
 	}
 	if name == "" {
 		name = p.newName(pool.Name)

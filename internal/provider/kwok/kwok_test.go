@@ -280,6 +280,12 @@ func TestRefusals(t *testing.T) {
 			withKwok(v1alpha1.KwokProviderSpec{Failure: v1alpha1.KwokFailureQuotaExceeded}),
 			withTemplate(v1alpha1.NodeTemplate{InstanceTypes: []string{"m6i.large"}})),
 			provider.CodeQuotaExceeded, false, "VcpuLimitExceeded"},
+		{"azure throttled", newPool("p", withKwok(v1alpha1.KwokProviderSpec{Failure: v1alpha1.KwokFailureThrottled})),
+			provider.CodeThrottled, true, "TooManyRequests"},
+		{"aws throttled", newPool("p",
+			withKwok(v1alpha1.KwokProviderSpec{Failure: v1alpha1.KwokFailureThrottled}),
+			withTemplate(v1alpha1.NodeTemplate{InstanceTypes: []string{"m6i.large"}})),
+			provider.CodeThrottled, true, "RequestLimitExceeded"},
 		{"an unknown instance type", newPool("p", withTemplate(v1alpha1.NodeTemplate{InstanceTypes: []string{"Standard_D4s_v5", "Standard_D4s_v9"}})),
 			provider.CodeInvalidTemplate, false, "instance type Standard_D4s_v9 does not exist"},
 		// The template is checked before the simulated failure, as a cloud
@@ -304,6 +310,9 @@ func TestRefusals(t *testing.T) {
 			}
 			if refusal.Code != tc.code || refusal.Retryable != tc.retryable || !strings.Contains(refusal.Message, tc.message) {
 				t.Errorf("refusal %+v, want code %s, retryable %v, a message with %q", refusal, tc.code, tc.retryable, tc.message)
+			}
+			if want := time.Duration(0); tc.code == provider.CodeThrottled && refusal.RetryAfter != ThrottledRetryAfter || tc.code != provider.CodeThrottled && refusal.RetryAfter != want {
+				t.Errorf("RetryAfter %v", refusal.RetryAfter)
 			}
 			clk.Step(time.Hour)
 			p.register(ctx)

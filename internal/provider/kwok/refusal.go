@@ -3,6 +3,7 @@ package kwok
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/catalog"
@@ -65,4 +66,19 @@ func azureFamily(size string) string {
 		return "standard" + size + "Family"
 	}
 	return "standard" + letters[:1] + strings.ToUpper(letters[1:]) + version + "Family"
+}
+
+// ThrottledRetryAfter is the Retry-After of the simulated cloud's throttled
+// answers.
+const ThrottledRetryAfter = 20 * time.Second
+
+// throttled is the cloud's answer when the account is over its request
+// rate, once the SDK's own retries are spent: it asks to be left alone for
+// a while.
+func throttled(typ catalog.Type) *provider.Error {
+	msg := "RequestLimitExceeded: Request limit exceeded."
+	if typ.Cloud != catalog.AWS {
+		msg = "TooManyRequests: The request is being throttled as the limit has been reached for operation group Microsoft.Compute/VMScaleSetBatchedVMRequests. Retry-After: 20"
+	}
+	return &provider.Error{Code: provider.CodeThrottled, Message: msg, Retryable: true, RetryAfter: ThrottledRetryAfter}
 }

@@ -342,7 +342,9 @@ type KwokProviderSpec struct {
 
 	// Failure makes the simulated cloud fail each new machine:
 	// InsufficientCapacity and QuotaExceeded refuse it the way a cloud's API
-	// does; NeverJoins accepts it, but its Node never registers.
+	// does; Throttled refuses it as a throttled API does, asking to be
+	// retried after 20 s; NeverJoins accepts it, but its Node never
+	// registers.
 	//
 	// +optional
 	// +kubebuilder:default=None
@@ -351,7 +353,7 @@ type KwokProviderSpec struct {
 
 // KwokFailure is how the kwok provider fails new machines.
 //
-// +kubebuilder:validation:Enum=None;InsufficientCapacity;QuotaExceeded;NeverJoins
+// +kubebuilder:validation:Enum=None;InsufficientCapacity;QuotaExceeded;Throttled;NeverJoins
 type KwokFailure string
 
 // Kwok failure modes.
@@ -359,6 +361,7 @@ const (
 	KwokFailureNone                 KwokFailure = "None"
 	KwokFailureInsufficientCapacity KwokFailure = "InsufficientCapacity"
 	KwokFailureQuotaExceeded        KwokFailure = "QuotaExceeded"
+	KwokFailureThrottled            KwokFailure = "Throttled"
 	KwokFailureNeverJoins           KwokFailure = "NeverJoins"
 )
 
