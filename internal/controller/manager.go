@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -172,14 +173,13 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	// Every Event goes to the webhook too, whoever records it: the drains,
 	// the NodePool controller, the maintenance controller.
 	recorder := maintenance.WithWebhook(mgr.GetEventRecorderFor("sluice-controller"), opts.Webhook)
+	leading := slices.Clone(opts.Leading)
 	if opts.Webhook != nil {
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { opts.Webhook.Run(ctx); return nil })); err != nil {
-			return nil, fmt.Errorf("adding the webhook: %w", err)
-		}
+		leading = append(leading, func(ctx context.Context) error { opts.Webhook.Run(ctx); return nil })
 	}
-	for _, run := range opts.Leading {
+	for _, run := range leading {
 		if err := mgr.Add(manager.RunnableFunc(run)); err != nil {
-			return nil, fmt.Errorf("adding leader work: %w", err)
+			return nil, fmt.Errorf("adding leader work (the webhook, the AWS queue reader): %w", err)
 		}
 	}
 	queue, err := termination.New(clientset, opts.Clock, shared, opts.Limits, opts.Identity, recorder,

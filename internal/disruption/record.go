@@ -98,13 +98,13 @@ func Replacements(nodes []*corev1.Node) map[string]bool {
 		if r, err := RecordOf(n); err == nil && r != nil && r.Replacement != "" {
 			machines[r.Replacement] = true
 			if r.ReplacementProviderID != "" {
-				ids[provider.ProviderIDKey(r.ReplacementProviderID)] = true
+				ids[provider.IDKey(r.ReplacementProviderID)] = true
 			}
 		}
 	}
 	out := map[string]bool{}
 	for _, n := range nodes {
-		if machines[provider.MachineName(n)] || n.Spec.ProviderID != "" && ids[provider.ProviderIDKey(n.Spec.ProviderID)] {
+		if machines[provider.MachineName(n)] || n.Spec.ProviderID != "" && ids[provider.IDKey(n.Spec.ProviderID)] {
 			out[n.Name] = true
 		}
 	}

@@ -148,11 +148,11 @@ func NewName(pool string) string {
 	return pool + "-" + string(b[:])
 }
 
-// ProviderIDKey is the form in which providerIDs are compared: an Azure
+// IDKey is the form in which providerIDs are compared: an Azure
 // providerID's case varies between the Node (cloud-provider-azure lowercases
 // the resource group) and Azure's own answers, and Azure resource IDs are
 // case-insensitive, so it is lowercased; others are compared as they are.
-func ProviderIDKey(id string) string {
+func IDKey(id string) string {
 	if strings.HasPrefix(strings.ToLower(id), "azure://") {
 		return strings.ToLower(id)
 	}

@@ -113,16 +113,16 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func TestProviderIDKey(t *testing.T) {
+func TestIDKey(t *testing.T) {
 	node := "azure:///subscriptions/6f1c3a52-8d0e-4b7a-9c1d-2e3f4a5b6c7d/resourceGroups/mc_rg_aks_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-web-1234-vmss/virtualMachines/7"
 	arm := "azure:///subscriptions/6f1c3a52-8d0e-4b7a-9c1d-2e3f4a5b6c7d/resourceGroups/MC_rg_aks_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-web-1234-vmss/virtualMachines/7"
-	if ProviderIDKey(node) != ProviderIDKey(arm) {
-		t.Errorf("the Node's and Azure's forms of one providerID differ:\n  %s\n  %s", ProviderIDKey(node), ProviderIDKey(arm))
+	if IDKey(node) != IDKey(arm) {
+		t.Errorf("the Node's and Azure's forms of one providerID differ:\n  %s\n  %s", IDKey(node), IDKey(arm))
 	}
-	if ProviderIDKey(arm) == ProviderIDKey(strings.Replace(arm, "/7", "/8", 1)) {
+	if IDKey(arm) == IDKey(strings.Replace(arm, "/7", "/8", 1)) {
 		t.Error("two instances have the same key")
 	}
-	if got := ProviderIDKey("kwok://Web-ABC"); got != "kwok://Web-ABC" {
+	if got := IDKey("kwok://Web-ABC"); got != "kwok://Web-ABC" {
 		t.Errorf("a kwok providerID became %q; only Azure's are case-insensitive", got)
 	}
 }

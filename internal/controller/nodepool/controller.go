@@ -168,7 +168,7 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}
 	if err := indexer.IndexField(context.Background(), &corev1.Node{}, indexProviderID, func(o client.Object) []string {
 		if id := o.(*corev1.Node).Spec.ProviderID; id != "" {
-			return []string{provider.ProviderIDKey(id)}
+			return []string{provider.IDKey(id)}
 		}
 		return nil
 	}); err != nil {

@@ -46,7 +46,7 @@ func (c *Controller) replacementNode(ctx context.Context, pool *v1alpha1.NodePoo
 		if id == "" {
 			return nil, notANode(rec.Replacement)
 		}
-		if n, err = c.nodeBy(ctx, indexProviderID, provider.ProviderIDKey(id)); err != nil {
+		if n, err = c.nodeBy(ctx, indexProviderID, provider.IDKey(id)); err != nil {
 			return nil, err
 		}
 		if n == nil {

@@ -130,7 +130,7 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		names[n.Name] = true
 		names[c.machines.MachineOf(pool, n)] = true
 		if n.Spec.ProviderID != "" {
-			names[provider.ProviderIDKey(n.Spec.ProviderID)] = true
+			names[provider.IDKey(n.Spec.ProviderID)] = true
 		}
 	}
 	for _, n := range v.nodes {

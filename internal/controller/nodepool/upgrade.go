@@ -71,7 +71,7 @@ func booting(rec *disruption.Record, nodes map[string]bool) bool {
 // registered says whether the record's replacement is a Node of the pass,
 // given the machine names and providerIDs of its Nodes.
 func registered(rec *disruption.Record, nodes map[string]bool) bool {
-	return nodes[rec.Replacement] || rec.ReplacementProviderID != "" && nodes[provider.ProviderIDKey(rec.ReplacementProviderID)]
+	return nodes[rec.Replacement] || rec.ReplacementProviderID != "" && nodes[provider.IDKey(rec.ReplacementProviderID)]
 }
 
 // appendErr appends err when there is one.

@@ -103,7 +103,7 @@ func ParseMessage(body []byte) (n Notice, relevant bool, err error) {
 	switch {
 	case env.Event == "autoscaling:TEST_NOTIFICATION":
 		return Notice{}, false, nil
-	case env.DetailType == "" && env.hookDetail.LifecycleTransition != "":
+	case env.DetailType == "" && env.LifecycleTransition != "":
 		return hookNotice(env.hookDetail, env.NotifiedAt)
 	case env.DetailType == "":
 		return Notice{}, false, fmt.Errorf("queue message has no detail-type: %s", clip(string(body)))
