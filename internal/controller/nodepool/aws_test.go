@@ -61,34 +61,8 @@ func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
 	_, launched := m.Desired(t, group)
 	s.start(t)
 
-	s.edit(t, func(p *v1alpha1.NodePool) {
-		p.Spec.Template.Labels = mergeLabels(p.Spec.Template.Labels, "sluice.dev/test-rev", "2")
-	})
-	s.env.WaitFor(t, 3*time.Minute, "both nodes replaced", func(ctx context.Context) (bool, error) {
-		nodes, err := s.nodes(ctx)
-		if err != nil || len(nodes) != 2 {
-			return false, err
-		}
-		for _, n := range nodes {
-			if slices.Contains(before, n.Name) || n.Labels["sluice.dev/test-rev"] != "2" || !n.DeletionTimestamp.IsZero() {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	ids := s.driftAndReplaceAll(t, before)
 	desired, members := m.Desired(t, group)
-	nodes, err := s.nodes(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, n := range nodes {
-		ids = append(ids, n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:])
-		if n.Annotations[v1alpha1.AnnotationMachine] == "" {
-			t.Errorf("replacement %s carries no %s annotation", n.Name, v1alpha1.AnnotationMachine)
-		}
-	}
-	slices.Sort(ids)
 	slices.Sort(members)
 	if desired != 2 || !slices.Equal(ids, members) {
 		t.Errorf("group %s: desired %d, instances %v; want 2 holding the replacements %v", group, desired, members, ids)
@@ -104,6 +78,42 @@ func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
 			}
 		}
 	}
+}
+
+// driftAndReplaceAll changes the pool's template and waits until every node
+// before is replaced by one carrying the change (3 minutes at most); it
+// returns the replacements' instance IDs (the last part of their
+// providerIDs), sorted, and checks each replacement names its machine.
+func (s *scene) driftAndReplaceAll(t *testing.T, before []string) []string {
+	t.Helper()
+	s.edit(t, func(p *v1alpha1.NodePool) {
+		p.Spec.Template.Labels = mergeLabels(p.Spec.Template.Labels, "sluice.dev/test-rev", "2")
+	})
+	s.env.WaitFor(t, 3*time.Minute, "every node replaced", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil || len(nodes) != len(before) {
+			return false, err
+		}
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) || n.Labels["sluice.dev/test-rev"] != "2" || !n.DeletionTimestamp.IsZero() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	nodes, err := s.nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:])
+		if n.Annotations[v1alpha1.AnnotationMachine] == "" {
+			t.Errorf("replacement %s carries no %s annotation", n.Name, v1alpha1.AnnotationMachine)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func mergeLabels(l map[string]string, k, v string) map[string]string {

@@ -62,33 +62,7 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 	before := s.waitNodes(t, 2, time.Minute)
 	s.start(t)
 
-	s.edit(t, func(p *v1alpha1.NodePool) {
-		p.Spec.Template.Labels = mergeLabels(p.Spec.Template.Labels, "sluice.dev/test-rev", "2")
-	})
-	s.env.WaitFor(t, 3*time.Minute, "both nodes replaced", func(ctx context.Context) (bool, error) {
-		nodes, err := s.nodes(ctx)
-		if err != nil || len(nodes) != 2 {
-			return false, err
-		}
-		for _, n := range nodes {
-			if slices.Contains(before, n.Name) || n.Labels["sluice.dev/test-rev"] != "2" || !n.DeletionTimestamp.IsZero() {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	nodes, err := s.nodes(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, n := range nodes {
-		ids = append(ids, n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:])
-		if n.Annotations[v1alpha1.AnnotationMachine] == "" {
-			t.Errorf("replacement %s carries no %s annotation", n.Name, v1alpha1.AnnotationMachine)
-		}
-	}
-	slices.Sort(ids)
+	ids := s.driftAndReplaceAll(t, before)
 	if got := slices.Sorted(maps.Keys(cloud.Instances(set))); !slices.Equal(got, ids) || !slices.Equal(ids, []string{"2", "3"}) {
 		t.Errorf("scale set %s holds instances %v, the Nodes are instances %v; want both 2 and 3: the replacements, the first two deleted", set, got, ids)
 	}
