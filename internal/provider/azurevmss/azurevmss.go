@@ -258,7 +258,10 @@ func (p *Provider) grow(ctx context.Context, cl *clients, c *Claim, set *armcomp
 		return nil, fmt.Errorf("raising the capacity of scale set %s for machine %s: %w", r, c.Machine, err)
 	}
 	fresh, ferr := p.fresh(ctx, cl, c)
-	if ferr != nil {
+	if ferr != nil { // the claim stays: the next Create looks again
+		if err == nil {
+			return nil, ferr
+		}
 		return nil, errors.Join(refusal("raising the capacity of scale set "+r.String(), err), ferr)
 	}
 	if err != nil {
