@@ -22,11 +22,20 @@ const DefaultRetryTokens = 500
 // Scaling, SQS) one retryer, so they draw on one token bucket: when the
 // account and region are throttled, a storm of retries from one API does
 // not go on through another (the SDK's default is a bucket per client).
-// Backoff with jitter and the SDK's retryable codes are unchanged.
+// Backoff with jitter, the SDK's retryable codes, AWS_RETRY_MODE=adaptive
+// and AWS_MAX_ATTEMPTS are as the SDK has them.
 func Share(cfg aws.Config, tokens uint) aws.Config {
-	shared := retry.NewStandard(func(o *retry.StandardOptions) {
-		o.RateLimiter = ratelimit.NewTokenRateLimit(tokens)
-	})
+	bucket := ratelimit.NewTokenRateLimit(tokens)
+	standard := func(o *retry.StandardOptions) {
+		o.RateLimiter = bucket
+		if cfg.RetryMaxAttempts > 0 { // AWS_MAX_ATTEMPTS, as the SDK reads it
+			o.MaxAttempts = cfg.RetryMaxAttempts
+		}
+	}
+	var shared aws.Retryer = retry.NewStandard(standard)
+	if cfg.RetryMode == aws.RetryModeAdaptive { // AWS_RETRY_MODE=adaptive
+		shared = retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) { o.StandardOptions = append(o.StandardOptions, standard) })
+	}
 	cfg.Retryer = func() aws.Retryer { return shared }
 	return cfg
 }

@@ -196,6 +196,14 @@ func (r *Reader) handle(ctx context.Context, m sqstypes.Message) error {
 			return err
 		}
 		if len(objs) == 0 {
+			if n.Hook != nil {
+				// No Node (sluice deleted it, or it never joined): nothing
+				// to drain, so the instance may go at once.
+				if err := r.complete(ctx, *n.Hook); err != nil {
+					errs = append(errs, fmt.Errorf("completing the lifecycle action of instance %s, which is no node: %w", id, err))
+				}
+				continue
+			}
 			r.cfg.Log.Info("no node of this cluster is the instance; the event is not ours", "instance", id, "event", n.Event.ID)
 			continue
 		}
@@ -222,9 +230,13 @@ func (r *Reader) note(ctx context.Context, name string, n maws.Notice) error {
 		}
 		now := r.cfg.Clock.Now()
 		events := slices.DeleteFunc(report.Events, func(e maintenance.Event) bool {
-			return e.ID == n.Event.ID || !e.Deadline.IsZero() && now.Sub(e.Deadline) > time.Hour
+			return e.ID == n.Event.ID || !e.Deadline.IsZero() && now.Sub(e.Deadline) > time.Hour ||
+				slices.ContainsFunc(n.Ends, func(prefix string) bool { return strings.HasPrefix(e.ID, prefix) })
 		})
-		next := maintenance.NewReport(maintenance.SourceAWS, true, append(events, n.Event)).WithRejected(nil)
+		if n.Event.ID != "" {
+			events = append(events, n.Event)
+		}
+		next := maintenance.NewReport(maintenance.SourceAWS, true, events).WithRejected(nil)
 		hooks, err := hooksOf(node)
 		if err != nil {
 			return err
@@ -296,9 +308,10 @@ func (r *Reader) tendNode(ctx context.Context, node *corev1.Node) error {
 		return err
 	}
 	approved := strings.Split(node.Annotations[maintenance.AnnotationApproved], ",")
+	st := controllerStateOf(node)
 	var done []string
 	for id, h := range hooks {
-		if node.Annotations[maintenance.AnnotationApprove] == id || slices.Contains(approved, id) {
+		if node.Annotations[maintenance.AnnotationApprove] == id || slices.Contains(approved, id) || st.done(id) {
 			if err := r.complete(ctx, h); err != nil {
 				return err
 			}
@@ -428,4 +441,27 @@ func (r *Reader) timeout(ctx context.Context, h maws.LifecycleHook) (time.Durati
 func noLongerPending(err error) bool {
 	var api smithy.APIError
 	return errors.As(err, &api) && api.ErrorCode() == "ValidationError" && strings.Contains(api.ErrorMessage(), "No active Lifecycle Action")
+}
+
+// controllerState is what the reader needs of the maintenance controller's
+// record on a node (sluice.dev/maintenance).
+type controllerState struct {
+	Event  string `json:"event"`
+	Action string `json:"action"`
+	Phase  string `json:"phase"`
+}
+
+func controllerStateOf(n *corev1.Node) controllerState {
+	var st controllerState
+	_ = json.Unmarshal([]byte(n.Annotations[maintenance.AnnotationState]), &st) // none or unreadable: nothing known
+	return st
+}
+
+// done says the node needs the hook's instance held no longer: it is
+// drained (for whichever event the controller acts on: a spot warning may
+// outrank the hook's), or the controller acts on the hook's event without
+// draining (the pool's action for Terminate is None or Cordon), so it will
+// never approve it.
+func (st controllerState) done(event string) bool {
+	return st.Phase == "Drained" || st.Event == event && st.Action != "" && st.Action != "Drain"
 }

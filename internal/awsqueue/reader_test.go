@@ -169,6 +169,38 @@ func TestQueueEventsReachTheirNode(t *testing.T) {
 	if got := s.report(t, 0); len(got.Events) != 2 {
 		t.Errorf("after a redelivery the node has %d events, want the same 2: %+v", len(got.Events), got.Events)
 	}
+
+	// Stopped (a spot stop), then running again: the stop and the spot
+	// warning end; the rebalance recommendation stays.
+	for _, state := range []string{"stopping", "running"} {
+		body := fmt.Sprintf(`{"version":"0","id":"state-%s","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","time":%q,"detail":{"instance-id":%q,"state":%q}}`,
+			state, time.Now().UTC().Format(time.RFC3339), s.instance(0), state)
+		if _, err := s.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(s.queue), MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{"stopping": 3, "running": 1}[state]
+		s.env.WaitFor(t, 30*time.Second, fmt.Sprintf("%d events once the instance is %s", want, state), func(context.Context) (bool, error) {
+			return len(s.report(t, 0).Events) == want, nil
+		})
+	}
+	if got := s.report(t, 0).Events; got[0].Type != maintenance.TypeRebalance {
+		t.Errorf("events once running again: %+v; want the rebalance recommendation only", got)
+	}
+}
+
+// A terminate lifecycle action for an instance that is no Node (sluice
+// deleted it, or it never joined) has nothing to wait for: completed at
+// once.
+func TestAHookForNoNodeIsCompletedAtOnce(t *testing.T) {
+	s := newScene(t)
+	token := "22222222-3333-4444-5555-" + strconv.FormatInt(time.Now().UnixNano()%1e12, 10)
+	body := fmt.Sprintf(`{"LifecycleHookName":"sluice-drain","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING","AutoScalingGroupName":"eks-web",
+"Service":"AWS Auto Scaling","Time":"2026-11-24T10:00:00.000Z","EC2InstanceId":"i-0aaaaaaaaaaaaaaaa","LifecycleActionToken":%q}`, token)
+	if _, err := s.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(s.queue), MessageBody: aws.String(body)}); err != nil {
+		t.Fatal(err)
+	}
+	s.env.WaitFor(t, 30*time.Second, "the action completed", func(context.Context) (bool, error) { return s.hooks.count("complete", token) == 1, nil })
+	s.waitEmpty(t)
 }
 
 // A terminate lifecycle action (as a hook sends it to SQS) is heartbeated

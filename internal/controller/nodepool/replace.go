@@ -502,6 +502,9 @@ func describe(cand disruption.Candidate) string {
 func (c *Controller) refused(pool string, err error, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// From the answer, not the pass's start: a throttled request may have
+	// spent minutes in the SDK's own retries.
+	now = later(now, c.clock.Now())
 	f := c.failing[pool]
 	f.backoff = min(max(2*f.backoff, 10*time.Second), 5*time.Minute)
 	f.reason, f.message = "CreateFailed", err.Error()
@@ -556,4 +559,11 @@ func overLimits(l *v1alpha1.Limits, have, each corev1.ResourceList, more int) st
 		}
 	}
 	return ""
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -17,7 +17,6 @@ package azurevmss
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -102,6 +101,7 @@ func (r ref) String() string { return r.resourceGroup + "/" + r.scaleSet }
 func refOf(c *Claim) ref { return ref{c.Subscription, c.ResourceGroup, c.ScaleSet} }
 
 func (p *Provider) clientsFor(subscription string) (*clients, error) {
+	subscription = strings.ToLower(subscription) // a GUID, in any case
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.clients[subscription]; ok {
@@ -132,257 +132,6 @@ func (p *Provider) lock(r ref) func() {
 	p.mu.Unlock()
 	l.Lock()
 	return l.Unlock
-}
-
-// Create makes the machine named name in one of the pool's scale sets, or
-// returns it when its claim says it is there.
-func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error) {
-	spec := pool.Spec.Provider.Azure
-	if spec == nil || len(spec.ScaleSets) == 0 {
-		return nil, &provider.Error{Code: provider.CodeInvalidTemplate, Message: "provider.azure.scaleSets is empty: name the pool's VM scale sets"}
-	}
-	if name == "" {
-		name = provider.NewName(pool.Name)
-	}
-	c, err := p.claims.Get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if c != nil {
-		unlock := p.lock(refOf(c))
-		m, err := p.resume(ctx, c)
-		unlock()
-		if err != nil || m != nil {
-			return m, err
-		}
-		// The claimed instance is gone: the machine is made anew.
-	}
-	return p.scaleOut(ctx, pool, name)
-}
-
-// scaleOut raises the capacity of the first scale set that can take the
-// machine.
-func (p *Provider) scaleOut(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error) {
-	spec := pool.Spec.Provider.Azure
-	var allowed []string
-	if pool.Spec.Template != nil {
-		allowed = pool.Spec.Template.InstanceTypes
-	}
-	var lastRefusal error
-	for _, s := range spec.ScaleSets {
-		r := ref{spec.SubscriptionID, spec.ResourceGroup, s.Name}
-		m, size, err := p.scaleOutIn(ctx, pool.Name, name, r, allowed)
-		if err == nil && m != nil {
-			return m, nil
-		}
-		if err == nil { // the set's size is not allowed or lately unavailable
-			continue
-		}
-		perr, ok := provider.AsError(err)
-		if !ok || perr.Code != provider.CodeInsufficientCapacity {
-			return nil, err
-		}
-		p.markUnavailable(size)
-		lastRefusal = err
-	}
-	if lastRefusal != nil {
-		return nil, lastRefusal
-	}
-	return nil, &provider.Error{Code: provider.CodeInsufficientCapacity, Retryable: true,
-		Message: "no scale set of the pool has a VM size the template allows that Azure had capacity for in the last " + unavailableFor.String()}
-}
-
-// scaleOutIn makes the machine in one scale set; nil and no error when the
-// set's VM size is not one to try. size is the set's VM size in its
-// location, the key of the unavailable sizes.
-func (p *Provider) scaleOutIn(ctx context.Context, pool, name string, r ref, allowed []string) (m *provider.Machine, size string, err error) {
-	cl, err := p.clientsFor(r.subscription)
-	if err != nil {
-		return nil, "", err
-	}
-	unlock := p.lock(r)
-	defer unlock()
-	got, err := cl.sets.Get(ctx, r.resourceGroup, r.scaleSet, nil)
-	if err != nil {
-		return nil, "", refusal("reading scale set "+r.String(), err)
-	}
-	set := &got.VirtualMachineScaleSet
-	if err := usable(set, r); err != nil {
-		return nil, "", err
-	}
-	vmSize := str(set.SKU.Name)
-	size = str(set.Location) + "/" + vmSize
-	if len(allowed) > 0 && !slices.Contains(allowed, vmSize) || p.isUnavailable(size) {
-		return nil, size, nil
-	}
-	before, err := p.instanceIDs(ctx, cl, r)
-	if err != nil {
-		return nil, size, err
-	}
-	c := &Claim{Machine: name, Pool: pool, Subscription: r.subscription, ResourceGroup: r.resourceGroup, ScaleSet: r.scaleSet,
-		Before: before, Created: p.clock.Now().UTC()}
-	if err := p.claims.Put(ctx, c); err != nil {
-		return nil, size, err
-	}
-	m, err = p.grow(ctx, cl, c, set)
-	return m, size, err
-}
-
-// usable refuses a scale set the provider cannot make machines in.
-func usable(set *armcompute.VirtualMachineScaleSet, r ref) error {
-	if set.SKU == nil || set.SKU.Capacity == nil || set.SKU.Name == nil {
-		return fmt.Errorf("scale set %s: Azure answered without its sku", r)
-	}
-	if set.Properties != nil && set.Properties.OrchestrationMode != nil && *set.Properties.OrchestrationMode == armcompute.OrchestrationModeFlexible {
-		return &provider.Error{Code: provider.CodeInvalidTemplate,
-			Message: fmt.Sprintf("scale set %s uses Flexible orchestration; the azure-vmss provider supports Uniform scale sets (as AKS node pools are) only", r)}
-	}
-	return nil
-}
-
-// grow raises the set's capacity by one for the stored claim c and returns
-// the new instance as the machine. A scale-out Azure refuses may still have
-// made an instance (one that failed to provision, counted in the capacity):
-// it is deleted and the claim dropped, so the set is as it was.
-func (p *Provider) grow(ctx context.Context, cl *clients, c *Claim, set *armcompute.VirtualMachineScaleSet) (*provider.Machine, error) {
-	r := refOf(c)
-	update := armcompute.VirtualMachineScaleSetUpdate{SKU: &armcompute.SKU{Name: set.SKU.Name, Tier: set.SKU.Tier, Capacity: to.Ptr(*set.SKU.Capacity + 1)}}
-	poller, err := cl.sets.BeginUpdate(ctx, r.resourceGroup, r.scaleSet, update, nil)
-	if err == nil {
-		_, err = poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opts.PollEvery})
-	}
-	var azureSaidNo *azcore.ResponseError
-	if err != nil && !errors.As(err, &azureSaidNo) {
-		// Cut short (a timeout, a lost connection): whether Azure made the
-		// instance is unknown; the claim stays for the next Create.
-		return nil, fmt.Errorf("raising the capacity of scale set %s for machine %s: %w", r, c.Machine, err)
-	}
-	fresh, ferr := p.fresh(ctx, cl, c)
-	if ferr != nil { // the claim stays: the next Create looks again
-		if err == nil {
-			return nil, ferr
-		}
-		return nil, errors.Join(refusal("raising the capacity of scale set "+r.String(), err), ferr)
-	}
-	if err != nil {
-		undo := make([]error, 0, len(fresh))
-		for _, id := range fresh {
-			undo = append(undo, p.deleteInstance(ctx, cl, r, id))
-		}
-		if uerr := errors.Join(undo...); uerr != nil {
-			// The claim stays, so the next Create or Delete finds the leftover.
-			return nil, errors.Join(refusal("raising the capacity of scale set "+r.String(), err), uerr)
-		}
-		return nil, errors.Join(refusal("raising the capacity of scale set "+r.String(), err), p.claims.Delete(ctx, c.Machine))
-	}
-	return p.settle(ctx, cl, c, fresh)
-}
-
-// settle makes the one fresh instance the claim's machine.
-func (p *Provider) settle(ctx context.Context, cl *clients, c *Claim, fresh []string) (*provider.Machine, error) {
-	r := refOf(c)
-	switch len(fresh) {
-	case 0:
-		return nil, fmt.Errorf("scale set %s: the capacity was raised for machine %s but no new instance is listed yet", r, c.Machine)
-	case 1:
-	default:
-		return nil, &provider.Error{Code: CodeCapacityChangedElsewhere, Message: fmt.Sprintf(
-			"scale set %s has %d new instances (%s) where machine %s asked for one: something else scales it (a cluster autoscaler?); sluice must be its only writer of capacity",
-			r, len(fresh), strings.Join(fresh, ", "), c.Machine)}
-	}
-	c.InstanceID, c.Before = fresh[0], nil
-	if err := p.claims.Put(ctx, c); err != nil {
-		return nil, err
-	}
-	vm, err := cl.vms.Get(ctx, r.resourceGroup, r.scaleSet, c.InstanceID, nil)
-	if err != nil {
-		return nil, refusal(fmt.Sprintf("reading instance %s of scale set %s", c.InstanceID, r), err)
-	}
-	p.opts.Log.Info("machine made", "machine", c.Machine, "scaleSet", r.String(), "instance", c.InstanceID)
-	return machineOf(c.Machine, c.Pool, r, &vm.VirtualMachineScaleSetVM), nil
-}
-
-// resume finishes a claim found stored: the machine when its instance is
-// there, nil when it is gone (the claim is dropped). Called with the set
-// locked.
-func (p *Provider) resume(ctx context.Context, c *Claim) (*provider.Machine, error) {
-	r := refOf(c)
-	cl, err := p.clientsFor(r.subscription)
-	if err != nil {
-		return nil, err
-	}
-	if c.InstanceID == "" {
-		fresh, err := p.fresh(ctx, cl, c)
-		if err != nil {
-			return nil, err
-		}
-		if len(fresh) == 0 {
-			// The capacity was never raised (or its instance is gone).
-			got, err := cl.sets.Get(ctx, r.resourceGroup, r.scaleSet, nil)
-			if err != nil {
-				return nil, refusal("reading scale set "+r.String(), err)
-			}
-			if err := usable(&got.VirtualMachineScaleSet, r); err != nil {
-				return nil, err
-			}
-			return p.grow(ctx, cl, c, &got.VirtualMachineScaleSet)
-		}
-		return p.settle(ctx, cl, c, fresh)
-	}
-	vm, err := cl.vms.Get(ctx, r.resourceGroup, r.scaleSet, c.InstanceID, nil)
-	if isNotFound(err) {
-		return nil, p.claims.Delete(ctx, c.Machine)
-	}
-	if err != nil {
-		return nil, refusal(fmt.Sprintf("reading instance %s of scale set %s", c.InstanceID, r), err)
-	}
-	return machineOf(c.Machine, c.Pool, r, &vm.VirtualMachineScaleSetVM), nil
-}
-
-// fresh are the set's instances that were not there before the claim and
-// that no other claim holds.
-func (p *Provider) fresh(ctx context.Context, cl *clients, c *Claim) ([]string, error) {
-	r := refOf(c)
-	ids, err := p.instanceIDs(ctx, cl, r)
-	if err != nil {
-		return nil, err
-	}
-	all, err := p.claims.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	held := map[string]bool{}
-	for _, o := range all {
-		if o.Machine != c.Machine && refOf(o).key() == r.key() && o.InstanceID != "" {
-			held[o.InstanceID] = true
-		}
-	}
-	var out []string
-	for _, id := range ids {
-		if !slices.Contains(c.Before, id) && !held[id] {
-			out = append(out, id)
-		}
-	}
-	return out, nil
-}
-
-// instanceIDs lists the set's instance IDs, page by page.
-func (p *Provider) instanceIDs(ctx context.Context, cl *clients, r ref) ([]string, error) {
-	var out []string
-	pager := cl.vms.NewListPager(r.resourceGroup, r.scaleSet, nil)
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, refusal("listing the instances of scale set "+r.String(), err)
-		}
-		for _, vm := range page.Value {
-			if vm != nil && vm.InstanceID != nil {
-				out = append(out, *vm.InstanceID)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // deleteInstance deletes one instance of the set, which lowers its capacity
@@ -425,11 +174,18 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 			return err
 		}
 		if len(fresh) > 1 {
-			return &provider.Error{Code: CodeCapacityChangedElsewhere, Message: fmt.Sprintf(
-				"scale set %s has %d new instances where machine %s asked for one; which to delete is not known", r, len(fresh), name)}
+			return elsewhere(*r, name, fresh)
 		}
 		if len(fresh) == 1 {
-			id = fresh[0]
+			id = fresh[0].id
+		}
+	}
+	if c != nil && c.InstanceID != "" {
+		// Only the claim's own VM: its instance ID may name another one now.
+		if _, err := p.claimed(ctx, cl, c); provider.IsNotFound(err) {
+			return p.dropClaims(ctx, name, *r, "")
+		} else if err != nil {
+			return err
 		}
 	}
 	if id != "" {
@@ -481,16 +237,17 @@ func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, err
 	if r == nil {
 		return nil, fmt.Errorf("machine %s: %w", name, provider.ErrNotFound)
 	}
-	pool := ""
-	if c != nil {
-		pool = c.Pool
-		if id == "" { // the scale-out is under way
-			return &provider.Machine{Name: name, Pool: pool, Created: c.Created, State: provider.StateLaunching}, nil
-		}
-	}
 	cl, err := p.clientsFor(r.subscription)
 	if err != nil {
 		return nil, err
+	}
+	if c != nil && id == "" { // the scale-out is under way, or was cut short
+		unlock := p.lock(*r)
+		defer unlock()
+		return p.pending(ctx, cl, c, false)
+	}
+	if c != nil {
+		return p.claimed(ctx, cl, c)
 	}
 	vm, err := cl.vms.Get(ctx, r.resourceGroup, r.scaleSet, id, nil)
 	if isNotFound(err) {
@@ -499,7 +256,7 @@ func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, err
 	if err != nil {
 		return nil, refusal(fmt.Sprintf("reading instance %s of scale set %s", id, r), err)
 	}
-	return machineOf(name, pool, *r, &vm.VirtualMachineScaleSetVM), nil
+	return machineOf(name, "", *r, &vm.VirtualMachineScaleSetVM), nil
 }
 
 // List returns the pool's machines: those its claims hold that are there.

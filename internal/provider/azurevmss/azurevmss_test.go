@@ -140,12 +140,19 @@ func TestARestartFindsTheInstanceItsPredecessorAskedFor(t *testing.T) {
 		}
 	}
 
-	if _, err := w.provider(3).Create(first, pool("web", "aks-web-vmss"), "web-a1b2c"); err == nil {
-		t.Fatal("create whose controller died mid-scale-out succeeded")
+	if m, err := w.provider(3).Create(first, pool("web", "aks-web-vmss"), "web-a1b2c"); err != nil || m.State != provider.StateLaunching || m.ProviderID != "" {
+		t.Fatalf("create cut short after Azure accepted it = %+v, %v; want a Launching machine whose instance is not known yet", m, err)
 	}
 	w.cloud.Answered = nil
 
-	m, err := w.provider(3).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
+	// The new controller reads the machine first (the controller looks for
+	// its replacement's Node): the claim is settled then.
+	restarted := w.provider(3)
+	got, err := restarted.Get(ctx(t), "web-a1b2c")
+	if err != nil || instance(t, got) != "2" {
+		t.Fatalf("get after the restart = %+v, %v; want instance 2 with its providerID", got, err)
+	}
+	m, err := restarted.Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
 	if err != nil {
 		t.Fatalf("create after the restart: %v", err)
 	}
@@ -166,10 +173,14 @@ func TestAClaimWithoutAScaleOutScalesOut(t *testing.T) {
 	w := newWorld()
 	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 2)
 	if err := w.claims.Put(ctx(t), &azurevmss.Claim{Machine: "web-a1b2c", Pool: "web", Subscription: azuretest.Subscription,
-		ResourceGroup: azuretest.ResourceGroup, ScaleSet: "aks-web-vmss", Before: []string{"0", "1"}}); err != nil {
+		ResourceGroup: azuretest.ResourceGroup, ScaleSet: "aks-web-vmss", Before: w.cloud.VMIDs("aks-web-vmss"), Capacity: 3}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := w.provider(3).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
+	p := w.provider(3)
+	if _, err := p.Get(ctx(t), "web-a1b2c"); !provider.IsNotFound(err) {
+		t.Fatalf("get of a machine never asked for = %v, want not found (the controller then asks again by its name)", err)
+	}
+	m, err := p.Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -239,6 +250,26 @@ func TestAnotherWriterOfCapacityIsRefused(t *testing.T) {
 	pe, ok := provider.AsError(err)
 	if !ok || pe.Code != azurevmss.CodeCapacityChangedElsewhere {
 		t.Fatalf("create = %v, want CapacityChangedElsewhere", err)
+	}
+}
+
+// A scale-out that fails while something else scales the set: two new
+// instances, one Failed. Neither is deleted: which is the machine's is not
+// known.
+func TestAFailedScaleOutBesideAnotherWriterDeletesNothing(t *testing.T) {
+	w := newWorld()
+	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 1)
+	w.cloud.FailScaleOut = []string{"AllocationFailed"}
+	w.cloud.AfterScaleOut = w.cloud.AddInstance
+	_, err := w.provider(3).Create(ctx(t), pool("web", "aks-web-vmss"), "web-a1b2c")
+	if pe, ok := provider.AsError(err); !ok || pe.Code != azurevmss.CodeCapacityChangedElsewhere && pe.Code != provider.CodeInsufficientCapacity {
+		t.Fatalf("create = %v, want the refusal", err)
+	}
+	if !strings.Contains(err.Error(), azurevmss.CodeCapacityChangedElsewhere) {
+		t.Errorf("create = %v; want it to say the set changed elsewhere", err)
+	}
+	if n := w.cloud.Count(http.MethodPost, "/delete"); n != 0 {
+		t.Errorf("%d deletions; want none", n)
 	}
 }
 

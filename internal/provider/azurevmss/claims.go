@@ -19,17 +19,23 @@ import (
 // a scale set's capacity for it: Azure, not sluice, picks a Uniform scale
 // set's new instance, so the machine is "the instance that was not there
 // before" and the record of what was there must outlive a restart.
+// Instances are told apart by vmId: Azure may give a gone instance's ID to
+// a new one.
 type Claim struct {
 	Machine       string `json:"machine"`
 	Pool          string `json:"pool"`
 	Subscription  string `json:"subscription"`
 	ResourceGroup string `json:"resourceGroup"`
 	ScaleSet      string `json:"scaleSet"`
-	// Before are the set's instance IDs before the scale-out, cleared once
-	// InstanceID is known.
+	// Before are the vmIds of the set's instances before the scale-out,
+	// cleared once InstanceID is known.
 	Before []string `json:"before,omitempty"`
-	// InstanceID is the machine's instance, "" until the scale-out is seen.
+	// Capacity is the set's capacity the scale-out asks for.
+	Capacity int64 `json:"capacity,omitempty"`
+	// InstanceID is the machine's instance, "" until the scale-out is
+	// seen; VMID is its vmId, which no other VM ever has.
 	InstanceID string    `json:"instanceID,omitempty"`
+	VMID       string    `json:"vmID,omitempty"`
 	Created    time.Time `json:"created"`
 }
 

@@ -20,6 +20,10 @@ type Notice struct {
 	// Hook is set for an Auto Scaling "terminating" lifecycle action: the
 	// instance waits in Terminating:Wait until the hook is completed.
 	Hook *LifecycleHook
+	// Ends are the prefixes of the IDs of the events this notice ends (an
+	// instance running again ends its stop and spot events); Event is then
+	// empty.
+	Ends []string
 }
 
 // LifecycleHook names one pending lifecycle action.
@@ -38,6 +42,9 @@ const (
 	DetailHealth           = "AWS Health Event"
 	DetailTerminateHook    = "EC2 Instance-terminate Lifecycle Action"
 )
+
+// statePrefix begins the IDs of instance state-change events.
+const statePrefix = "state-"
 
 // spotNotice is how long before the reclaim EC2 sends its warning.
 const spotNotice = 2 * time.Minute
@@ -147,10 +154,12 @@ func instanceNotice(env envelope, d instanceDetail) (Notice, bool, error) {
 	case DetailStateChange:
 		switch d.State {
 		case "stopping", "stopped", "shutting-down", "terminated":
-		default: // pending, running: nothing to do
+		case "running": // started again: its stop (and a spot stop) are over
+			return Notice{InstanceIDs: []string{d.InstanceID}, Ends: []string{statePrefix, spotPrefix}}, true, nil
+		default: // pending
 			return Notice{}, false, nil
 		}
-		e.ID, e.Type, e.Status = "state-"+env.ID, maintenance.TypeTerminate, maintenance.StatusStarted
+		e.ID, e.Type, e.Status = statePrefix+env.ID, maintenance.TypeTerminate, maintenance.StatusStarted
 		e.Deadline = env.Time
 		e.Description = "EC2 instance state is " + d.State
 	}

@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,10 +87,18 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
+// An instance running again ends its state-change and spot events.
+func TestRunningEndsStopAndSpotEvents(t *testing.T) {
+	n, relevant, err := ParseMessage([]byte(strings.Replace(stateBody, "%s", "running", 1)))
+	if err != nil || !relevant || n.Event.ID != "" || !slices.Equal(n.Ends, []string{statePrefix, spotPrefix}) || len(n.InstanceIDs) != 1 {
+		t.Errorf("running = %+v, %t, %v; want a notice that ends the instance's state and spot events", n, relevant, err)
+	}
+}
+
 func TestParseMessageIgnoresAndRefuses(t *testing.T) {
 	for name, body := range map[string]string{
 		"test notification": testNotificationBody,
-		"running":           strings.Replace(stateBody, "%s", "running", 1),
+		"pending":           strings.Replace(stateBody, "%s", "pending", 1),
 		"launch hook":       strings.Replace(hookBody, "EC2_INSTANCE_TERMINATING", "EC2_INSTANCE_LAUNCHING", 1),
 		"RDS health":        strings.Replace(healthBody, `"service":"EC2"`, `"service":"RDS"`, 1),
 		"other detail-type": strings.Replace(spotBody, "EC2 Spot Instance Interruption Warning", "EC2 AMI State Change", 1),
@@ -127,7 +136,7 @@ func FuzzParseMessage(f *testing.F) {
 			}
 			return
 		}
-		if n.Event.ID == "" || n.Event.Type == "" || len(n.InstanceIDs) == 0 {
+		if (n.Event.ID == "" || n.Event.Type == "") && len(n.Ends) == 0 || len(n.InstanceIDs) == 0 {
 			t.Fatalf("notice %+v from %q", n, body)
 		}
 		for _, id := range n.InstanceIDs {

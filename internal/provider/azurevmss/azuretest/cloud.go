@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
@@ -73,9 +74,12 @@ type scaleSet struct {
 }
 
 type vm struct {
-	id, state, zone string
-	created         time.Time
+	id, vmID, state, zone string
+	created               time.Time
 }
+
+// vmIDs numbers the VMs the cloud ever made, so each vmId is its own.
+var vmIDs atomic.Int64
 
 // The cloud's subscription and resource group.
 const (
@@ -115,7 +119,8 @@ func (c *Cloud) AddInstance(set string) {
 }
 
 func (s *scaleSet) add(state string, now time.Time) *vm {
-	v := &vm{id: strconv.Itoa(s.next), state: state, zone: strconv.Itoa(s.next%3 + 1), created: now}
+	v := &vm{id: strconv.Itoa(s.next), vmID: fmt.Sprintf("00000000-0000-4000-8000-%012d", vmIDs.Add(1)),
+		state: state, zone: strconv.Itoa(s.next%3 + 1), created: now}
 	s.next++
 	s.vms[v.id] = v
 	return v
@@ -137,6 +142,18 @@ func (c *Cloud) Instances(set string) map[string]string {
 	out := map[string]string{}
 	for id, v := range c.sets[strings.ToLower(set)].vms {
 		out[id] = v.state
+	}
+	return out
+}
+
+// VMIDs are the vmIds of the set's instances, by instance ID order.
+func (c *Cloud) VMIDs(set string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sets[strings.ToLower(set)]
+	var out []string
+	for _, id := range s.ids() {
+		out = append(out, s.vms[id].vmID)
 	}
 	return out
 }
@@ -182,7 +199,7 @@ func (c *Cloud) vmModel(s *scaleSet, v *vm) armcompute.VirtualMachineScaleSetVM 
 		ID: to.Ptr(c.armID(s, v.id)), InstanceID: to.Ptr(v.id), Name: to.Ptr(s.name + "_" + v.id),
 		Location: to.Ptr(s.location), Zones: []*string{to.Ptr(v.zone)},
 		SKU:        &armcompute.SKU{Name: to.Ptr(s.size), Tier: to.Ptr("Standard")},
-		Properties: &armcompute.VirtualMachineScaleSetVMProperties{ProvisioningState: to.Ptr(v.state), TimeCreated: to.Ptr(v.created)},
+		Properties: &armcompute.VirtualMachineScaleSetVMProperties{ProvisioningState: to.Ptr(v.state), TimeCreated: to.Ptr(v.created), VMID: to.Ptr(v.vmID)},
 	}
 }
 
