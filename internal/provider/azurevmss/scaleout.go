@@ -268,11 +268,11 @@ func (p *Provider) failedScaleOut(ctx context.Context, cl *clients, c *Claim, fr
 		if derr := p.deleteInstance(ctx, cl, r, fresh[0].id); derr != nil {
 			// Not a refusal, so no other set is tried: the claim stays
 			// and names the instance left to delete.
-			return nil, fmt.Errorf("scale set %s: deleting failed instance %s after %v: %w", r, fresh[0].id, refused, derr)
+			return nil, fmt.Errorf("scale set %s: deleting failed instance %s after %s: %w", r, fresh[0].id, refused.Error(), derr)
 		}
 	}
 	if derr := p.claims.Delete(ctx, c.Machine); derr != nil {
-		return nil, fmt.Errorf("%v; then dropping the claim: %w", refused, derr)
+		return nil, errors.Join(refused, fmt.Errorf("then dropping the claim: %w", derr))
 	}
 	return nil, refused
 }
