@@ -1,0 +1,165 @@
+package chart
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// HelmEnv names the helm binary the chart's tests run (make test sets it
+// from hack/tools/helm.sh, which builds the pinned Helm).
+const HelmEnv = "SLUICE_HELM"
+
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := os.Getenv(HelmEnv)
+	if bin == "" {
+		t.Skipf("%s is not set: run `make test`, or `%s=$(hack/tools/helm.sh) go test ./charts/...`", HelmEnv, HelmEnv)
+	}
+	cmd := exec.Command(bin, args...)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), stderr.String())
+	}
+	return out.String()
+}
+
+// objects splits a rendered manifest into its objects, by kind/name.
+func objects(t *testing.T, manifest string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		var o map[string]any
+		err := d.Decode(&o)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("the rendered chart is not YAML: %v", err)
+		}
+		if o == nil {
+			continue
+		}
+		meta, _ := o["metadata"].(map[string]any)
+		out[o["kind"].(string)+"/"+meta["name"].(string)] = o
+	}
+}
+
+func at(o any, path ...string) any {
+	for _, p := range path {
+		m, ok := o.(map[string]any)
+		if !ok {
+			return nil
+		}
+		o = m[p]
+	}
+	return o
+}
+
+func controllerArgs(t *testing.T, objs map[string]map[string]any) []string {
+	t.Helper()
+	containers, _ := at(objs["Deployment/sluice-controller"], "spec", "template", "spec", "containers").([]any)
+	if len(containers) == 0 {
+		t.Fatalf("no controller Deployment with containers; have %v", slices.Sorted(func(yield func(string) bool) {
+			for k := range objs {
+				if !yield(k) {
+					return
+				}
+			}
+		}))
+	}
+	var args []string
+	for _, a := range at(containers[0], "args").([]any) {
+		args = append(args, a.(string))
+	}
+	return args
+}
+
+func TestChartLints(t *testing.T) {
+	helm(t, "lint", "--strict", ".")
+	helm(t, "lint", "--strict", ".", "--set", "controller.providers={aws-asg,azure-vmss}", "--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice")
+}
+
+// By default the controller runs no provider and reads no queue, and is
+// granted nothing on ConfigMaps.
+func TestDefaultsTurnNoProviderOn(t *testing.T) {
+	objs := objects(t, helm(t, "template", "sluice", ".", "-n", "sluice-system"))
+	for _, a := range controllerArgs(t, objs) {
+		if strings.HasPrefix(a, "--providers") || strings.HasPrefix(a, "--aws-queue-url") {
+			t.Errorf("default controller argument %s", a)
+		}
+	}
+	if _, ok := objs["Role/sluice-controller-azure-vmss"]; ok {
+		t.Error("the azure-vmss claims Role is rendered without the provider")
+	}
+}
+
+// Each cloud is turned on from values: the providers, the queue, workload
+// identity's pod label and service account annotation, and the claims'
+// Role only with azure-vmss.
+func TestValuesTurnEachCloudOn(t *testing.T) {
+	objs := objects(t, helm(t, "template", "sluice", ".", "-n", "sluice-system",
+		"--set", "controller.providers={aws-asg,azure-vmss}",
+		"--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice",
+		"--set", `controller.podLabels.azure\.workload\.identity/use=true`,
+		"--set", `controller.serviceAccountAnnotations.azure\.workload\.identity/client-id=0f1e2d3c`))
+	args := controllerArgs(t, objs)
+	for _, want := range []string{"--providers=aws-asg,azure-vmss", "--aws-queue-url=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("controller args %v lack %s", args, want)
+		}
+	}
+	if got := at(objs["Deployment/sluice-controller"], "spec", "template", "metadata", "labels", "azure.workload.identity/use"); got != "true" {
+		t.Errorf("pod label azure.workload.identity/use = %v", got)
+	}
+	if got := at(objs["ServiceAccount/sluice-controller"], "metadata", "annotations", "azure.workload.identity/client-id"); got != "0f1e2d3c" {
+		t.Errorf("service account annotation = %v", got)
+	}
+	rules := at(objs["Role/sluice-controller-azure-vmss"], "rules")
+	want := []any{
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"create"}},
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"sluice-azure-vmss-claims"}, "verbs": []any{"get", "update"}},
+	}
+	if !reflect.DeepEqual(rules, want) {
+		t.Errorf("azure-vmss Role rules = %v, want %v", rules, want)
+	}
+	if subj := at(objs["RoleBinding/sluice-controller-azure-vmss"], "subjects"); subj == nil {
+		t.Error("no RoleBinding for the azure-vmss Role")
+	}
+}
+
+// The RBAC the chaos suite proves least-privilege (ControllerRBAC, read from
+// the template without Helm) is what Helm renders.
+func TestControllerRBACIsWhatHelmRenders(t *testing.T) {
+	rendered := objects(t, helm(t, "template", "sluice", ".", "-n", "sluice-system"))
+	raw, err := ControllerRBAC("sluice-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := objects(t, raw)
+	if len(ours) == 0 {
+		t.Fatal("ControllerRBAC has no objects")
+	}
+	for key, o := range ours {
+		h, ok := rendered[key]
+		if !ok {
+			t.Errorf("%s is in ControllerRBAC, not in the rendered chart", key)
+			continue
+		}
+		for _, field := range []string{"rules", "roleRef", "subjects"} {
+			if !reflect.DeepEqual(o[field], h[field]) {
+				t.Errorf("%s %s: ControllerRBAC %v, Helm %v", key, field, o[field], h[field])
+			}
+		}
+	}
+}
