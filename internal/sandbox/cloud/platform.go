@@ -126,6 +126,10 @@ func (m *machine) announceGCP(in *Injected) error {
 	return nil
 }
 
+// nodeMonitorPeriod is how often the cloud node lifecycle controller looks
+// for Nodes whose machine is gone (kube-controller-manager's default).
+const nodeMonitorPeriod = 5 * time.Second
+
 // carryOut waits for the event's time (or its approval) and does what the
 // platform would.
 func (c *Cloud) carryOut(ctx context.Context, m *machine, in Injected, downFor time.Duration) {
@@ -146,7 +150,15 @@ func (c *Cloud) carryOut(ctx context.Context, m *machine, in Injected, downFor t
 	c.log.Info("event starts", "node", in.Node, "id", in.ID, "type", in.Type)
 	switch in.Type {
 	case maintenance.TypePreempt, maintenance.TypeTerminate:
-		// The machine is gone: the cloud controller manager deletes its node.
+		// The machine is gone: its kubelet stops reporting, and the cloud
+		// node lifecycle controller deletes the Node on its next look
+		// (every --node-monitor-period, 5 s by default), not at once.
+		c.setNotReady(ctx, in.Node, true)
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.clock.After(nodeMonitorPeriod):
+		}
 		if err := c.client.CoreV1().Nodes().Delete(ctx, in.Node, metav1.DeleteOptions{}); err != nil {
 			c.log.Error("deleting the preempted node", "node", in.Node, "err", err)
 		}
