@@ -53,7 +53,7 @@ func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
 	t.Cleanup(s.cleanup)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go s.ec2Kubelet(ctx, t, m, group)
+	go s.kubelet(ctx, t, "ec2", func(ctx context.Context, reg map[string]bool) error { return s.registerInstances(ctx, m, group, reg) })
 	if _, err := m.ASG.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(2)}); err != nil {
 		t.Fatal(err)
 	}
@@ -122,16 +122,14 @@ func mergeLabels(l map[string]string, k, v string) map[string]string {
 	return out
 }
 
-// ec2Kubelet plays the kubelets of the group's instances: each running
-// instance registers a Node named as EKS names it, with the providerID
-// aws:///<zone>/<id> and the labels the pool's template has at that moment
-// (its launch template's kubelet flags), which the sandbox's kwok then keeps
-// Ready. It runs until ctx ends.
-func (s *scene) ec2Kubelet(ctx context.Context, t *testing.T, m *mototest.Server, group string) {
+// kubelet plays a cloud's kubelets until ctx ends: every 300 ms, register
+// registers a Node for each machine that is running and not yet in
+// registered (the machines it has registered).
+func (s *scene) kubelet(ctx context.Context, t *testing.T, cloud string, register func(context.Context, map[string]bool) error) {
 	registered := map[string]bool{}
 	for ctx.Err() == nil {
-		if err := s.registerInstances(ctx, m, group, registered); err != nil && ctx.Err() == nil {
-			t.Logf("ec2 kubelet: %v", err)
+		if err := register(ctx, registered); err != nil && ctx.Err() == nil {
+			t.Logf("%s kubelet: %v", cloud, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -140,6 +138,11 @@ func (s *scene) ec2Kubelet(ctx context.Context, t *testing.T, m *mototest.Server
 	}
 }
 
+// registerInstances plays the kubelets of the group's instances: each
+// running instance registers a Node named as EKS names it, with the
+// providerID aws:///<zone>/<id> and the labels the pool's template has at
+// that moment (its launch template's kubelet flags), which the sandbox's
+// kwok then keeps Ready.
 func (s *scene) registerInstances(ctx context.Context, m *mototest.Server, group string, registered map[string]bool) error {
 	g, err := m.ASG.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
 	if err != nil || len(g.AutoScalingGroups) == 0 {

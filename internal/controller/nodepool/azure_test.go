@@ -58,7 +58,7 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 	t.Cleanup(s.cleanup)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go s.aksKubelet(ctx, t, cloud, set)
+	go s.kubelet(ctx, t, "aks", func(ctx context.Context, reg map[string]bool) error { return s.registerScaleSet(ctx, cloud, set, reg) })
 	before := s.waitNodes(t, 2, time.Minute)
 	s.start(t)
 
@@ -68,25 +68,12 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 	}
 }
 
-// aksKubelet plays the kubelets of the set's instances: each instance
-// Azure finished making registers a Node named as AKS names it
+// registerScaleSet plays the kubelets of the set's instances: each
+// instance Azure finished making registers a Node named as AKS names it
 // (<set>0000<n> in base 36) with the providerID cloud-provider-azure wrote
 // before it lowercased resource groups (the case of the group as created:
 // the controller must match it to Azure's answers whatever the case), and
 // the labels the pool's template has at that moment. kwok keeps it Ready.
-func (s *scene) aksKubelet(ctx context.Context, t *testing.T, cloud *azuretest.Cloud, set string) {
-	registered := map[string]bool{}
-	for ctx.Err() == nil {
-		if err := s.registerScaleSet(ctx, cloud, set, registered); err != nil && ctx.Err() == nil {
-			t.Logf("aks kubelet: %v", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-}
-
 func (s *scene) registerScaleSet(ctx context.Context, cloud *azuretest.Cloud, set string, registered map[string]bool) error {
 	pool := &v1alpha1.NodePool{}
 	if err := s.kube.Get(ctx, client.ObjectKey{Name: s.name}, pool); err != nil {
