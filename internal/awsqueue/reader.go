@@ -99,7 +99,11 @@ func New(q SQS, hooks Hooks, client kubernetes.Interface, cfg Config) *Reader {
 		heartbeats: map[string]time.Time{}, timeouts: map[string]time.Duration{}}
 }
 
-const indexInstance = "instance"
+// Node indexes: by EC2 instance ID, and the nodes with pending hooks.
+const (
+	indexInstance = "instance"
+	indexHooks    = "hooks"
+)
 
 // instanceOf is the EC2 instance ID in a Node's providerID.
 var instanceOf = regexp.MustCompile(`^aws:///[a-z0-9-]+/(i-[0-9a-f]{8,17})$`)
@@ -111,6 +115,11 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err := inf.AddIndexers(cache.Indexers{indexInstance: func(o any) ([]string, error) {
 		if m := instanceOf.FindStringSubmatch(o.(*corev1.Node).Spec.ProviderID); m != nil {
 			return []string{m[1]}, nil
+		}
+		return nil, nil
+	}, indexHooks: func(o any) ([]string, error) {
+		if _, ok := o.(*corev1.Node).Annotations[AnnotationHooks]; ok {
+			return []string{"pending"}, nil
 		}
 		return nil, nil
 	}}); err != nil {
@@ -285,12 +294,11 @@ func (r *Reader) tend(ctx context.Context) {
 	tick := r.cfg.Clock.NewTicker(r.cfg.Every)
 	defer tick.Stop()
 	for {
-		for _, o := range r.nodes.List() {
+		pending, _ := r.nodes.ByIndex(indexHooks, "pending") // the index exists
+		for _, o := range pending {
 			node := o.(*corev1.Node)
-			if _, ok := node.Annotations[AnnotationHooks]; ok {
-				if err := r.tendNode(ctx, node); err != nil && ctx.Err() == nil {
-					r.cfg.Log.Error("lifecycle hooks", "node", node.Name, "err", err)
-				}
+			if err := r.tendNode(ctx, node); err != nil && ctx.Err() == nil {
+				r.cfg.Log.Error("lifecycle hooks", "node", node.Name, "err", err)
 			}
 		}
 		select {

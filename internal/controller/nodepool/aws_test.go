@@ -37,22 +37,8 @@ func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
 	group := strings.ReplaceAll(s.name, "pool", "asg-")
 	m.Group(t, group, "m5.large", 4)
 	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAWSASG: awsasg.New(m.EC2, m.ASG, clock.RealClock{})}, clock.RealClock{})
-	pool := &v1alpha1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name},
-		Spec: v1alpha1.NodePoolSpec{
-			NodeSelector: metav1.LabelSelector{MatchLabels: s.selector},
-			Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAWSASG,
-				AWS: &v1alpha1.AWSProviderSpec{AutoScalingGroups: []v1alpha1.AutoScalingGroup{{Name: group}}}},
-			Template:   &v1alpha1.NodeTemplate{Labels: s.selector},
-			Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "1"}}, ConsolidateAfter: v1alpha1.Never},
-		},
-	}
-	if err := s.kube.Create(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.cleanup)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAWSASG,
+		AWS: &v1alpha1.AWSProviderSpec{AutoScalingGroups: []v1alpha1.AutoScalingGroup{{Name: group}}}})
 	go s.kubelet(ctx, t, "ec2", func(ctx context.Context, reg map[string]bool) error { return s.registerInstances(ctx, m, group, reg) })
 	if _, err := m.ASG.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(2)}); err != nil {
 		t.Fatal(err)
@@ -120,6 +106,29 @@ func mergeLabels(l map[string]string, k, v string) map[string]string {
 	out := maps.Clone(l)
 	out[k] = v
 	return out
+}
+
+// cloudPool creates the scene's pool made by provider (a budget of one
+// node, no consolidation); it returns a context that ends with the test,
+// for the cloud's kubelets.
+func (s *scene) cloudPool(t *testing.T, provider v1alpha1.ProviderSpec) context.Context {
+	t.Helper()
+	pool := &v1alpha1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name},
+		Spec: v1alpha1.NodePoolSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: s.selector},
+			Provider:     provider,
+			Template:     &v1alpha1.NodeTemplate{Labels: s.selector},
+			Disruption:   &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "1"}}, ConsolidateAfter: v1alpha1.Never},
+		},
+	}
+	if err := s.kube.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.cleanup)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // kubelet plays a cloud's kubelets until ctx ends: every 300 ms, register

@@ -42,22 +42,8 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAzureVMSS: azurevmss.New(&azfake.TokenCredential{}, claims, clock.RealClock{},
 		azurevmss.Options{PollEvery: 50 * time.Millisecond, ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
 		clock.RealClock{})
-	pool := &v1alpha1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name},
-		Spec: v1alpha1.NodePoolSpec{
-			NodeSelector: metav1.LabelSelector{MatchLabels: s.selector},
-			Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAzureVMSS, Azure: &v1alpha1.AzureProviderSpec{
-				SubscriptionID: azuretest.Subscription, ResourceGroup: azuretest.ResourceGroup, ScaleSets: []v1alpha1.ScaleSet{{Name: set}}}},
-			Template:   &v1alpha1.NodeTemplate{Labels: s.selector},
-			Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "1"}}, ConsolidateAfter: v1alpha1.Never},
-		},
-	}
-	if err := s.kube.Create(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.cleanup)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAzureVMSS, Azure: &v1alpha1.AzureProviderSpec{
+		SubscriptionID: azuretest.Subscription, ResourceGroup: azuretest.ResourceGroup, ScaleSets: []v1alpha1.ScaleSet{{Name: set}}}})
 	go s.kubelet(ctx, t, "aks", func(ctx context.Context, reg map[string]bool) error { return s.registerScaleSet(ctx, cloud, set, reg) })
 	before := s.waitNodes(t, 2, time.Minute)
 	s.start(t)

@@ -360,6 +360,8 @@ func TestThrottlingHoldsTheWholeSubscription(t *testing.T) {
 	w.cloud.AddSet("aks-batch-vmss", "Standard_D4s_v5", 1)
 	p := w.provider(3)
 	w.cloud.Throttle(1, 2)
+	refusals := make(chan azuretest.Request, 1)
+	w.cloud.Refused = func(r azuretest.Request) { refusals <- r }
 
 	done := make(chan error, 1)
 	go func() {
@@ -367,15 +369,10 @@ func TestThrottlingHoldsTheWholeSubscription(t *testing.T) {
 		done <- err
 	}()
 	var refused time.Time
-	for deadline := time.Now().Add(10 * time.Second); refused.IsZero() && time.Now().Before(deadline); {
-		for _, r := range w.cloud.Requests() {
-			if r.Status == http.StatusTooManyRequests {
-				refused = r.At
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if refused.IsZero() {
+	select {
+	case r := <-refusals:
+		refused = r.At
+	case <-time.After(10 * time.Second):
 		t.Fatal("no request was throttled")
 	}
 	if _, err := p.Create(ctx(t), pool("batch", "aks-batch-vmss"), "batch-a1b2c"); err != nil {

@@ -47,6 +47,9 @@ type Cloud struct {
 	// AfterScaleOut runs once a scale-out changed the set, before Azure
 	// answers.
 	AfterScaleOut func(set string)
+	// Refused runs when a request is answered 429, on the caller's
+	// goroutine.
+	Refused func(Request)
 	// Answered runs after each answer the fakes gave, on the caller's
 	// goroutine.
 	Answered func(Request)
@@ -352,8 +355,11 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 		t.c.throttled--
 		r.Status = http.StatusTooManyRequests
 		t.c.log = append(t.c.log, r)
-		after := t.c.retryAfter
+		after, refused := t.c.retryAfter, t.c.Refused
 		t.c.mu.Unlock()
+		if refused != nil {
+			refused(r)
+		}
 		body := `{"error":{"code":"TooManyRequests","message":"The request is being throttled as the limit has been reached for operation group."}}`
 		h := http.Header{}
 		h.Set("Retry-After", strconv.Itoa(after))
