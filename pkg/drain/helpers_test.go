@@ -27,6 +27,9 @@ type scene struct {
 	id    string
 	nodes []string
 	onAll fixture.PodOption
+	// observe, when set, sees each step of the drains run runs, as it
+	// happens.
+	observe func(drain.Progress)
 }
 
 // newScene creates n nodes to drain. Workloads created next land on them;
@@ -84,7 +87,14 @@ func (s *scene) run(t *testing.T, opts drain.Options, nodes ...string) drained {
 	var progress []drain.Progress
 	hooks := drain.Hooks{
 		Recorder: kube.NewRecorder(s.env.Client, clock.RealClock{}, "sluice-drain-test"),
-		Observer: drain.ObserverFunc(func(p drain.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() }),
+		Observer: drain.ObserverFunc(func(p drain.Progress) {
+			if s.observe != nil {
+				s.observe(p)
+			}
+			mu.Lock()
+			progress = append(progress, p)
+			mu.Unlock()
+		}),
 	}
 	d, err := drain.New(s.env.Client, clock.RealClock{}, opts, hooks)
 	if err != nil {
@@ -99,7 +109,11 @@ func (s *scene) run(t *testing.T, opts drain.Options, nodes ...string) drained {
 	for _, n := range report.Nodes {
 		for _, p := range n.Pods {
 			if p.Namespace == s.env.Namespace {
-				out.byApp[apps[p.Name]] = append(out.byApp[apps[p.Name]], p)
+				app, known := apps[p.Name]
+				if !known {
+					app = p.Name // created during the drain: a bare pod, named as its app
+				}
+				out.byApp[app] = append(out.byApp[app], p)
 			}
 		}
 	}

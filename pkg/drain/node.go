@@ -153,6 +153,11 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	nd.hooks.Recorder.Eventf(node, corev1.EventTypeNormal, "DrainStarted", "sluice: draining %d pods", nd.count(mustLeave, hold, waitGone))
 	renewDone := nd.keepClaim(ctx)
 	nd.evictAll(ctx)
+	var unswept []string
+	var sweepErr error
+	if ctx.Err() == nil && nd.timeLeft() > 0 {
+		unswept, sweepErr = nd.sweep(ctx)
+	}
 	renewDone()
 	releaseCtx, releaseCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer releaseCancel()
@@ -161,11 +166,18 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	rep := nd.report(NodeDrained, "", true)
 	// Every pod that did not leave is named with its reason, in the report,
 	// the Event and so in the logs of whoever ran the drain.
-	if left := rep.Left(); len(left) > 0 {
+	switch left := rep.Left(); {
+	case sweepErr != nil:
+		rep.Outcome, rep.Message = NodeFailed, sweepMessage(unswept, sweepErr)
+		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainFailed", "sluice: %s", rep.Message)
+	case len(unswept) > 0:
+		rep.Outcome, rep.Message = NodeBlocked, sweepMessage(unswept, nil)
+		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", rep.Message)
+	case len(left) > 0:
 		rep.Outcome = NodeBlocked
 		rep.Message = fmt.Sprintf("%d pod(s) did not leave; the node stays cordoned: %s", len(left), Summary(left, 5))
 		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", rep.Message)
-	} else {
+	default:
 		nd.hooks.Recorder.Eventf(node, corev1.EventTypeNormal, "DrainCompleted", "sluice: drained in %s", nd.clock.Since(nd.start).Round(100*time.Millisecond))
 	}
 	if releaseErr != nil {
@@ -424,8 +436,8 @@ func (nd *nodeDrain) evictAll(ctx context.Context) {
 func (nd *nodeDrain) waves() [][]*podState {
 	groups := map[int64][]*podState{}
 	for _, st := range nd.states {
-		if st.class.verdict != mustLeave && st.class.verdict != hold && st.class.verdict != waitGone {
-			continue
+		if st.started.Load() || (st.class.verdict != mustLeave && st.class.verdict != hold && st.class.verdict != waitGone) {
+			continue // a sweep's second run of the waves starts only the pods it found
 		}
 		p := int64(0)
 		if st.pod.Spec.Priority != nil {
