@@ -39,6 +39,8 @@ type Config struct {
 	EndConfirmation maintenance.EndConfirmation
 	// Clock measures it (the real clock when nil).
 	Clock clock.PassiveClock
+	// Metrics, when set, count what the agent does.
+	Metrics *Metrics
 }
 
 // Agent mirrors one machine's maintenance events onto its Node. It logs what
@@ -157,6 +159,12 @@ func (a *Agent) watch(ctx context.Context, out chan maintenance.Report) {
 // answer is logged when it first appears, and goes into the report, where
 // the controller turns it into an Event on the node.
 func (a *Agent) take(obs maintenance.Observation, err error) (r maintenance.Report, ok bool) {
+	if m := a.cfg.Metrics; m != nil {
+		m.Reads.WithLabelValues(outcome(err)).Inc()
+		if err == nil {
+			m.LastRead.Set(float64(a.cfg.Clock.Now().UnixNano()) / 1e9)
+		}
+	}
 	switch {
 	case err != nil:
 		if err.Error() != a.readErr {
@@ -192,7 +200,11 @@ func (a *Agent) take(obs maintenance.Observation, err error) (r maintenance.Repo
 		missing[id] = true
 	}
 	a.missing = missing
-	return maintenance.NewReport(a.cfg.Source, a.cfg.Approver != nil, obs.Events).WithRejected(obs.Rejected), true
+	r = maintenance.NewReport(a.cfg.Source, a.cfg.Approver != nil, obs.Events).WithRejected(obs.Rejected)
+	if m := a.cfg.Metrics; m != nil {
+		m.Events.Set(float64(len(r.Events)))
+	}
+	return r, true
 }
 
 // publish writes the report onto the node when it differs from what is there.
@@ -201,7 +213,11 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r maintenance.Re
 	if node.Annotations[maintenance.AnnotationEvents] == value || value == a.written && node.ResourceVersion == a.writtenOver {
 		return nil
 	}
-	if err := a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: value}); err != nil {
+	err := a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: value})
+	if m := a.cfg.Metrics; m != nil {
+		m.Writes.WithLabelValues(outcome(err)).Inc()
+	}
+	if err != nil {
 		return err
 	}
 	a.written, a.writtenOver = value, node.ResourceVersion
@@ -238,7 +254,11 @@ func (a *Agent) approve(ctx context.Context, node *corev1.Node, seen *maintenanc
 	if e, ok := seen.Find(id); !ok || e.Status != maintenance.StatusScheduled {
 		return nil // gone or already started: nothing to approve
 	}
-	if err := a.cfg.Approver.Approve(ctx, id); err != nil {
+	err := a.cfg.Approver.Approve(ctx, id)
+	if m := a.cfg.Metrics; m != nil {
+		m.Approvals.WithLabelValues(outcome(err)).Inc()
+	}
+	if err != nil {
 		return fmt.Errorf("approving event %s: %w", id, err)
 	}
 	a.log.Info("approved event", "id", id)

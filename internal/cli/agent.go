@@ -24,6 +24,7 @@ type agentFlags struct {
 	interval time.Duration
 	timeout  time.Duration
 	endAfter time.Duration
+	metrics  string
 }
 
 func newAgentCommand() *cobra.Command {
@@ -48,6 +49,7 @@ func newAgentCommand() *cobra.Command {
 	fs.DurationVar(&f.timeout, "imds-timeout", 2*time.Second, "bound on each metadata request")
 	fs.DurationVar(&f.endAfter, "end-confirmation", maintenance.DefaultEndConfirmation.For,
 		"how long an event must be missing from the metadata answers (two at least) before it is over")
+	fs.StringVar(&f.metrics, "metrics-bind-address", "0", "address serving Prometheus /metrics, e.g. :9730; 0 turns it off (the agent runs on the node's network: pick a free port)")
 	return cmd
 }
 
@@ -69,6 +71,9 @@ func (f *agentFlags) validate() error {
 	}
 	if f.endAfter < 0 {
 		errs = append(errs, fmt.Errorf("--end-confirmation %s: use 0s or more", f.endAfter))
+	}
+	if err := checkBindAddress("--metrics-bind-address", f.metrics); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -100,8 +105,13 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 		return err
 	}
 	approver, _ := watcher.(maintenance.Approver)
+	reg := metricsRegistry()
+	metrics := agent.NewMetrics(reg)
+	if err := serveMetrics(ctx, f.metrics, reg, log); err != nil {
+		return err
+	}
 	log.Info("agent started", "node", f.node, "cloud", cloud, "approves", approver != nil)
 	ends := maintenance.EndConfirmation{Answers: maintenance.DefaultEndConfirmation.Answers, For: f.endAfter}
 	return agent.New(client, log, agent.Config{Node: f.node, Source: cloud, Watcher: watcher, Approver: approver,
-		EndConfirmation: ends, Clock: clock.RealClock{}}).Run(ctx)
+		EndConfirmation: ends, Clock: clock.RealClock{}, Metrics: metrics}).Run(ctx)
 }

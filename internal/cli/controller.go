@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -140,11 +139,8 @@ func (f *controllerFlags) validate() error {
 		}
 	}
 	for flag, addr := range map[string]string{"--metrics-bind-address": f.metricsAddress, "--health-probe-bind-address": f.healthAddress} {
-		if addr == "0" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: give HOST:PORT, :PORT, or 0 to turn it off", flag, addr))
+		if err := checkBindAddress(flag, addr); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if f.requestTimeout <= 0 {

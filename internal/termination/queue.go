@@ -98,6 +98,7 @@ type Queue struct {
 	recorder record.EventRecorder
 	log      *slog.Logger
 	metrics  *Metrics
+	blockers *blockers // nil without metrics
 	// drain empties one node; the drain engine, or a stand-in in tests.
 	drain func(ctx context.Context, req Request) (*drain.Report, error)
 
@@ -143,7 +144,24 @@ func New(client kubernetes.Interface, clk clock.WithTicker, shared *drain.Shared
 	q := &Queue{client: client, clock: clk, shared: shared, limits: limits, identity: identity, recorder: recorder,
 		log: log, metrics: metrics, started: make(chan struct{}), active: map[string]*job{}, stopping: map[string]*job{}, outside: map[string]outsideDrain{}}
 	q.drain = q.drainNode
+	if metrics != nil {
+		q.blockers = newBlockers(metrics)
+		metrics.overdue = q.overdue
+	}
 	return q, nil
+}
+
+// overdue counts the drains still running past their deadline.
+func (q *Queue) overdue() float64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now, n := q.clock.Now(), 0
+	for _, j := range q.active {
+		if dl := j.req.Options.Deadline; j.cancel != nil && !dl.IsZero() && now.After(dl) {
+			n++
+		}
+	}
+	return float64(n)
 }
 
 // drainNode runs the drain engine on the request's node with the queue's
@@ -152,7 +170,11 @@ func (q *Queue) drainNode(ctx context.Context, req Request) (*drain.Report, erro
 	opts := req.Options
 	opts.Shared = q.shared
 	opts.Holder = q.identity
-	d, err := drain.New(q.client, q.clock, opts, drain.Hooks{Recorder: q.recorder})
+	hooks := drain.Hooks{Recorder: q.recorder}
+	if q.blockers != nil {
+		hooks.Observer = q.blockers.observer(req)
+	}
+	d, err := drain.New(q.client, q.clock, opts, hooks)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the drain of %s: %w", req.Node, err)
 	}
@@ -382,7 +404,11 @@ func (q *Queue) observeLocked() {
 	if q.metrics == nil {
 		return
 	}
-	total, _ := q.countLocked()
+	total, byPool := q.countLocked()
 	q.metrics.Disrupting.Set(float64(total))
 	q.metrics.Queued.Set(float64(len(q.waiting)))
+	q.metrics.PoolDisrupting.Reset()
+	for pool, n := range byPool {
+		q.metrics.PoolDisrupting.WithLabelValues(pool).Set(float64(n))
+	}
 }

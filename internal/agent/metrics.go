@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the agent's Prometheus metrics: whether it can read its
+// machine's metadata service, write its node, and approve events. An agent
+// that reads nothing for long is blind to the maintenance it is there to see
+// (the chart's SluiceAgentNotReading alert).
+type Metrics struct {
+	Reads     *prometheus.CounterVec
+	LastRead  prometheus.Gauge
+	Events    prometheus.Gauge
+	Writes    *prometheus.CounterVec
+	Approvals *prometheus.CounterVec
+}
+
+// Outcomes of the counted calls.
+const (
+	outcomeOK    = "ok"
+	outcomeError = "error"
+)
+
+// NewMetrics registers the agent's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_agent_metadata_reads_total",
+			Help: "Answers of the metadata service, by outcome: ok (read, perhaps with parts rejected) or error (unreachable, or not an answer at all)."}, []string{"outcome"}),
+		LastRead: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_agent_last_read_timestamp_seconds",
+			Help: "When the metadata service last gave an answer the agent could read, in Unix seconds."}),
+		Events: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_agent_events",
+			Help: "Maintenance events in the agent's last report on its node."}),
+		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_agent_report_writes_total",
+			Help: "Writes of the agent's report onto its node, by outcome."}, []string{"outcome"}),
+		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_agent_approvals_total",
+			Help: "Events the agent asked the platform to start early, as the controller asked, by outcome."}, []string{"outcome"}),
+	}
+	for _, o := range []string{outcomeOK, outcomeError} {
+		m.Reads.WithLabelValues(o)
+		m.Writes.WithLabelValues(o)
+		m.Approvals.WithLabelValues(o)
+	}
+	reg.MustRegister(m.Reads, m.LastRead, m.Events, m.Writes, m.Approvals)
+	return m
+}
+
+func outcome(err error) string {
+	if err != nil {
+		return outcomeError
+	}
+	return outcomeOK
+}
