@@ -163,3 +163,32 @@ func TestControllerRBACIsWhatHelmRenders(t *testing.T) {
 		}
 	}
 }
+
+// values.schema.json refuses a misspelt or unknown value, and a value out
+// of its range, naming it, before anything is rendered; every value the
+// chart documents passes (TestChartLints, the server-side dry run).
+func TestValuesSchemaRefusesTypos(t *testing.T) {
+	bin := os.Getenv(HelmEnv)
+	if bin == "" {
+		t.Skipf("%s is not set", HelmEnv)
+	}
+	for _, c := range []struct{ set, want string }{
+		{"controller.replicsa=3", "replicsa"},
+		{"agent.cloud=azur", "/agent/cloud"},
+		{"logFormat=yaml", "/logFormat"},
+		{"controller.providers={aws}", "/controller/providers/0"},
+		{"monitoring.serviceMonitr.enabled=true", "serviceMonitr"},
+		{"agent.pollInterval=1 second", "/agent/pollInterval"},
+		{"controller.metricsPort=70000", "/controller/metricsPort"},
+		{"controller.awsQueueURL=https://example.com/queue", "/controller/awsQueueURL"},
+	} {
+		out, err := exec.Command(bin, "template", "sluice", ".", "--set", c.set).CombinedOutput()
+		if err == nil {
+			t.Errorf("--set %s: rendered; want the schema to refuse it", c.set)
+			continue
+		}
+		if !strings.Contains(string(out), "values don't meet the specifications of the schema") || !strings.Contains(string(out), c.want) {
+			t.Errorf("--set %s: %s; want a schema error naming %s", c.set, out, c.want)
+		}
+	}
+}
