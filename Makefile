@@ -19,13 +19,14 @@ TEST_FLAGS    ?= -race -count=1 -p 2 -timeout 45m
 build: ## build bin/sluice
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
 
-tools: ## build (or find in the cache) the pinned control-plane binaries, and Helm and promtool for the chart's tests
+tools: ## build (or find in the cache) the pinned control-plane binaries, Helm v3 and v4 and promtool for the chart's tests
 	@hack/tools/build.sh >/dev/null
 	@hack/tools/helm.sh >/dev/null
+	@hack/tools/gotool.sh helm4 >/dev/null
 	@hack/tools/gotool.sh promtool >/dev/null
 
 test: tools ## every test, integration tests against the sandbox included
-	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" $(GO) test $(TEST_FLAGS) ./...
+	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 unit: ## only the tests that need no control plane
 	$(GO) test -count=1 -short ./...

@@ -18,12 +18,37 @@ import (
 // from hack/tools/helm.sh, which builds the pinned Helm).
 const HelmEnv = "SLUICE_HELM"
 
+// Helm4Env names Helm v4, the current major version (make test sets it from
+// hack/tools/gotool.sh helm4); the chart must lint and install with both.
+const Helm4Env = "SLUICE_HELM4"
+
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
 	bin := os.Getenv(HelmEnv)
 	if bin == "" {
 		t.Skipf("%s is not set: run `make test`, or `%s=$(hack/tools/helm.sh) go test ./charts/...`", HelmEnv, HelmEnv)
 	}
+	return helmWith(t, bin, args...)
+}
+
+// helms are the Helm binaries to run a test with, by major version: v3 and
+// v4 when their variables are set.
+func helms(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for v, env := range map[string]string{"v3": HelmEnv, "v4": Helm4Env} {
+		if bin := os.Getenv(env); bin != "" {
+			out[v] = bin
+		}
+	}
+	if len(out) == 0 {
+		t.Skipf("neither %s nor %s is set: run `make test`", HelmEnv, Helm4Env)
+	}
+	return out
+}
+
+func helmWith(t *testing.T, bin string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -86,8 +111,12 @@ func controllerArgs(t *testing.T, objs map[string]map[string]any) []string {
 }
 
 func TestChartLints(t *testing.T) {
-	helm(t, "lint", "--strict", ".")
-	helm(t, "lint", "--strict", ".", "--set", "controller.providers={aws-asg,azure-vmss}", "--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice")
+	for v, bin := range helms(t) {
+		t.Run(v, func(t *testing.T) {
+			helmWith(t, bin, "lint", "--strict", ".")
+			helmWith(t, bin, "lint", "--strict", ".", "--set", "controller.providers={aws-asg,azure-vmss}", "--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice")
+		})
+	}
 }
 
 // By default the controller runs no provider and reads no queue, and is

@@ -110,15 +110,25 @@ func waitForCRDs(t *testing.T, env *sandboxtest.Env, plurals ...string) {
 // accounts hold what they need and not what they do not, and an upgrade
 // keeps the CRD and the NodePools.
 func TestHelmInstallAndUpgrade(t *testing.T) {
-	env := sandboxtest.New(t)
-	env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("helm"), 2))
+	helms := chart.Helms(t)
+	sandboxtest.New(t).CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("helm"), 2))
+	for _, v := range []string{"v4", "v3"} {
+		bin, ok := helms[v]
+		if !ok {
+			continue
+		}
+		// One after the other: a release's cluster-wide objects (ClusterRoles,
+		// the agent's admission policy) have fixed names.
+		t.Run(v, func(t *testing.T) { installAndUpgrade(t, sandboxtest.New(t), bin) })
+	}
+}
+
+func installAndUpgrade(t *testing.T, env *sandboxtest.Env, bin string) {
 	kc := env.Sandbox.Kubeconfig()
 	ns := env.Namespace
-	chart.Helm(t, "install", "sluice", ".", "-n", ns, "--kubeconfig", kc, "--wait", "--timeout", "3m")
-	t.Cleanup(func() {
-		bin := os.Getenv(chart.HelmEnv)
-		_ = exec.Command(bin, "uninstall", "sluice", "-n", ns, "--kubeconfig", kc, "--wait").Run()
-	})
+	chart.HelmWith(t, bin, "install", "sluice", ".", "-n", ns, "--kubeconfig", kc, "--wait", "--timeout", "3m")
+	uninstall := func() { _ = exec.Command(bin, "uninstall", "sluice", "-n", ns, "--kubeconfig", kc, "--wait").Run() }
+	defer uninstall()
 	ctx := context.Background()
 	dep, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "sluice-controller", metav1.GetOptions{})
 	if err != nil || dep.Status.ReadyReplicas != 2 {
@@ -169,7 +179,7 @@ func TestHelmInstallAndUpgrade(t *testing.T) {
 		t.Fatalf("creating a NodePool: %v", err)
 	}
 	t.Cleanup(func() { _ = pools.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	chart.Helm(t, "upgrade", "sluice", ".", "-n", ns, "--kubeconfig", kc, "--wait", "--timeout", "3m",
+	chart.HelmWith(t, bin, "upgrade", "sluice", ".", "-n", ns, "--kubeconfig", kc, "--wait", "--timeout", "3m",
 		"--set", "controller.replicas=1", "--set", "controller.workers=8")
 	if _, err := pools.Get(ctx, name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the NodePool after helm upgrade: %v", err)

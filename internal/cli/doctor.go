@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -58,7 +57,7 @@ Exit status: 0 no errors, 3 at least one error (a drain would hang or lose data)
 	}
 	client.AddFlags(cmd.Flags())
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "check the nodes matching this label selector")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
 	cmd.Flags().DurationVar(&stuckAfter, "stuck-after", time.Minute, "a terminating pod held by finalizers this long past its grace period is stuck")
 	return cmd
 }
@@ -100,10 +99,8 @@ func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selec
 	}
 	report := doctor.Diagnose(doctor.Input{Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items, DaemonSets: daemonSets.Items,
 		Targets: targets, Now: clock.RealClock{}.Now(), StuckAfter: stuckAfter})
-	if format == outputJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
+	if format.structured() {
+		if err := writeStructured(out, format, report); err != nil {
 			return err
 		}
 	} else {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -78,7 +77,7 @@ Exit status: 0 every node drained, 3 a pod could not leave, 1 an error.`,
 	fs.StringVar(&f.onDeadline, "on-deadline", "delete", "a pod a budget still holds near the deadline: delete (with the grace left) or stop")
 	fs.IntVar(&f.opts.Parallel, "parallel", 1, "nodes drained at once; budgets are shared across them")
 	fs.IntVar(&f.opts.MaxInFlight, "max-in-flight", 50, "eviction requests outstanding at once")
-	fs.StringVarP(&f.output, "output", "o", "text", "report format: text or json")
+	fs.StringVarP(&f.output, "output", "o", "text", outputHelp)
 	return cmd
 }
 
@@ -176,14 +175,12 @@ func runDrain(ctx context.Context, out, errOut io.Writer, f *drainFlags, args []
 	report, err := d.Drain(ctx, nodes)
 	stopProgress()
 	if report != nil {
-		if format == outputJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			if encErr := enc.Encode(report); encErr != nil {
+		if format.structured() {
+			if encErr := writeStructured(out, format, report); encErr != nil {
 				return encErr
 			}
 		} else {
-			writeReport(out, report)
+			writeReport(out, report, format == outputWide)
 		}
 	}
 	if err != nil {

@@ -155,7 +155,10 @@ func truncate(s string, n int) string {
 
 // writeReport prints the report for people: one line per node, then every pod
 // that did not simply leave, with its reason and what to do.
-func writeReport(out io.Writer, r *drain.Report) {
+// writeReport prints a table of nodes, then one of the pods worth a look
+// (blocked, skipped for a reason, or with a warning); wide lists every pod,
+// with its grace period and how long it took to go.
+func writeReport(out io.Writer, r *drain.Report, wide bool) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tOUTCOME\tEVICTED\tSECONDS\tMESSAGE")
 	var notable []string
@@ -166,12 +169,8 @@ func writeReport(out io.Writer, r *drain.Report) {
 			case drain.PodEvicted, drain.PodDeleted, drain.PodWouldEvict:
 				moved++
 			}
-			if p.Reason != "" || p.Outcome == drain.PodBlocked || p.Outcome == drain.PodWouldBlock || p.Outcome == drain.PodWouldWait {
-				pdb := p.PDB
-				if pdb == "" {
-					pdb = "-"
-				}
-				notable = append(notable, fmt.Sprintf("%s/%s\t%s\t%s\t%s\t%s\t%s", p.Namespace, p.Name, n.Name, p.Outcome, p.Reason, pdb, p.Message))
+			if wide || p.Reason != "" || p.Outcome == drain.PodBlocked || p.Outcome == drain.PodWouldBlock || p.Outcome == drain.PodWouldWait {
+				notable = append(notable, podLine(n.Name, p, wide))
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%.1f\t%s\n", n.Name, n.Outcome, moved, len(n.Pods), n.Seconds, n.Message)
@@ -181,9 +180,35 @@ func writeReport(out io.Writer, r *drain.Report) {
 		return
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(tw, "POD\tNODE\tOUTCOME\tREASON\tPDB\tMESSAGE")
+	if wide {
+		fmt.Fprintln(tw, "POD\tNODE\tOUTCOME\tREASON\tPDB\tGRACE\tGONE-AFTER\tMESSAGE")
+	} else {
+		fmt.Fprintln(tw, "POD\tNODE\tOUTCOME\tREASON\tPDB\tMESSAGE")
+	}
 	for _, line := range notable {
 		fmt.Fprintln(tw, line)
 	}
 	_ = tw.Flush()
+}
+
+func podLine(node string, p drain.PodReport, wide bool) string {
+	pdb := dash(p.PDB)
+	if !wide {
+		return fmt.Sprintf("%s/%s\t%s\t%s\t%s\t%s\t%s", p.Namespace, p.Name, node, p.Outcome, p.Reason, pdb, p.Message)
+	}
+	grace, gone := "-", "-"
+	if p.GracePeriodSeconds != nil {
+		grace = fmt.Sprintf("%ds", *p.GracePeriodSeconds)
+	}
+	if p.GoneAfterSeconds != nil {
+		gone = fmt.Sprintf("%.1fs", *p.GoneAfterSeconds)
+	}
+	return fmt.Sprintf("%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", p.Namespace, p.Name, node, p.Outcome, dash(string(p.Reason)), pdb, grace, gone, p.Message)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

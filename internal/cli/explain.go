@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +61,7 @@ Exit status: 0 success, 1 an error (such as a node that does not exist).`,
 		},
 	}
 	client.AddFlags(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
 	return cmd
 }
 
@@ -134,10 +133,8 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 		// know why.
 		e.Notes = append(e.Notes, strings.Split(forErr.Error(), "\n")...)
 	}
-	if format == outputJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+	if format.structured() {
+		return writeStructured(out, format, struct {
 			disruption.Explanation
 			Consolidation *nodeConsolidation `json:"consolidation,omitempty"`
 		}{e, consolidated})

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,7 +70,7 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 		},
 	}
 	client.AddFlags(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
 	cmd.Flags().StringVar(&image, "image", "", "plan upgrade: the image to upgrade to (default the template's)")
 	return cmd
 }
@@ -93,10 +92,8 @@ func runPlan(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dy
 	for _, p := range chosen {
 		plans = append(plans, cl.plan(p, all, now))
 	}
-	if format == outputJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(plans)
+	if format.structured() {
+		return writeStructured(out, format, plans)
 	}
 	for i, p := range plans {
 		if i > 0 {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -41,10 +40,8 @@ func runPlanUpgrade(ctx context.Context, out io.Writer, kc kubernetes.Interface,
 	if err != nil {
 		return err
 	}
-	if format == outputJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(f)
+	if format.structured() {
+		return writeStructured(out, format, f)
 	}
 	writeForecast(out, f)
 	return nil

@@ -52,21 +52,3 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(newDrainCommand(), newDoctorCommand(), newStatusCommand(), newExplainCommand(), newPlanCommand(), newUpgradeCommand(), newAgentCommand(), newControllerCommand(), newVersionCommand(), newSandboxCommand())
 	return root
 }
-
-// outputFormat is the value of -o/--output.
-type outputFormat string
-
-const (
-	outputText outputFormat = "text"
-	outputJSON outputFormat = "json"
-)
-
-func parseOutput(s string) (outputFormat, error) {
-	switch outputFormat(s) {
-	case "", outputText:
-		return outputText, nil
-	case outputJSON:
-		return outputJSON, nil
-	}
-	return "", fmt.Errorf("unknown --output %q: use text or json", s)
-}

@@ -71,10 +71,8 @@ func newSandboxEventCommand() *cobra.Command {
 			if err := post(cmd.Context(), st.CloudAddress+"/events", req, &in); err != nil {
 				return err
 			}
-			if format == outputJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(in)
+			if format.structured() {
+				return writeStructured(cmd.OutOrStdout(), format, in)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s event %s announced on %s, not before %s (in %s)\n",
 				in.Cloud, in.Type, in.ID, in.Node, in.NotBefore.Local().Format(time.TimeOnly), time.Until(in.NotBefore).Round(time.Second))
@@ -88,7 +86,7 @@ func newSandboxEventCommand() *cobra.Command {
 	fs.DurationVar(&req.In, "in", 30*time.Second, "how far ahead the event is announced (its NotBefore)")
 	fs.DurationVar(&req.Duration, "duration", 10*time.Second, "how long a Freeze, Reboot or Redeploy keeps the machine down")
 	fs.StringVar(&cancelID, "cancel", "", "withdraw the announced event with this ID instead")
-	fs.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	fs.StringVarP(&output, "output", "o", "text", outputHelp)
 	return cmd
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +54,7 @@ func newSandboxStatusCommand() *cobra.Command {
 		},
 	}
 	opts.addFlags(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
 	return cmd
 }
 
@@ -90,10 +89,8 @@ func sandboxStatusRun(ctx context.Context, out io.Writer, opts sandboxOptions, f
 			}
 		}
 	}
-	if format == outputJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(status)
+	if format.structured() {
+		return writeStructured(out, format, status)
 	}
 	if !status.Running {
 		fmt.Fprintf(out, "sandbox %q is not running (%s)\n", status.Name, status.Dir)

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -101,7 +101,7 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 		},
 	}
 	client.AddFlags(cmd.Flags())
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
 	return cmd
 }
 
@@ -124,10 +124,8 @@ func runStatus(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn 
 			report.Pools = append(report.Pools, summarizePool(p, poolctrl.Members(p, nodes.Items, all), now))
 		}
 	}
-	if format == outputJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
+	if format.structured() {
+		return writeStructured(out, format, report)
 	}
 	if len(report.Pools) == 0 {
 		msg := "No NodePools found."
@@ -137,7 +135,7 @@ func runStatus(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn 
 		fmt.Fprintln(out, msg)
 		return nil
 	}
-	writeStatus(out, report)
+	writeStatus(out, report, format == outputWide)
 	return nil
 }
 
@@ -235,16 +233,30 @@ func providerOf(pool *v1alpha1.NodePool) providerStatus {
 
 // writeStatus prints one line per pool, like kubectl get, then each pool's
 // budgets and problems.
-func writeStatus(out io.Writer, r statusReport) {
+// writeStatus prints the pools' table, then each pool's budgets; wide adds
+// what the budgets allow now, per reason, as a column.
+func writeStatus(out io.Writer, r statusReport, wide bool) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPROVIDER\tNODES\tDISRUPTING\tDRIFTED\tEXPIRED\tEXPIRING-24H\tPAUSED\tREADY")
+	header := "NAME\tPROVIDER\tNODES\tDISRUPTING\tDRIFTED\tEXPIRED\tEXPIRING-24H\tPAUSED\tREADY"
+	if wide {
+		header += "\tALLOWED-NOW"
+	}
+	fmt.Fprintln(tw, header)
 	for _, p := range r.Pools {
 		ready := "True"
 		if p.Problem != nil {
 			ready = "False (" + p.Problem.Reason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, providerColumn(p.Provider),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s", p.Name, providerColumn(p.Provider),
 			p.Nodes, p.Disrupting, p.Drifted, p.Expired, p.ExpiringSoon, yesNo(p.Paused), ready)
+		if wide {
+			var allowed []string
+			for _, b := range p.Budgets {
+				allowed = append(allowed, fmt.Sprintf("%s=%d", b.Reason, b.Allowed))
+			}
+			fmt.Fprintf(tw, "\t%s", dash(strings.Join(allowed, ",")))
+		}
+		fmt.Fprintln(tw)
 	}
 	_ = tw.Flush()
 	for _, p := range r.Pools {

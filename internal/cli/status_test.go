@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -187,21 +189,53 @@ func TestStatusWithoutTheCRD(t *testing.T) {
 	}
 }
 
-// TestOutputFormats: only text (the default) and json are known; a command
-// says so before it reads any kubeconfig.
+// TestOutputFormats: text (the default), wide, json and yaml are known; any
+// other is refused, naming them, before a command reads any kubeconfig.
 func TestOutputFormats(t *testing.T) {
 	for _, args := range [][]string{
-		{"status", "-o", "yaml"},
-		{"explain", "node", "n1", "-o", "yaml"},
+		{"status", "-o", "xml", "--kubeconfig", "/nonexistent"},
+		{"explain", "node", "n1", "-o", "xml", "--kubeconfig", "/nonexistent"},
+		{"drain", "n1", "-o", "xml", "--kubeconfig", "/nonexistent"},
+		{"version", "-o", "xml"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			cmd := NewRootCommand()
-			cmd.SetArgs(append(args, "--kubeconfig", "/nonexistent"))
+			cmd.SetArgs(args)
 			cmd.SetOut(&bytes.Buffer{})
 			err := cmd.Execute()
-			if err == nil || !strings.Contains(err.Error(), `unknown --output "yaml"`) || !strings.Contains(err.Error(), "json") || !strings.Contains(err.Error(), "text") {
-				t.Errorf("sluice %v: error %v; want one naming text and json", args, err)
+			if err == nil || !strings.Contains(err.Error(), `unknown --output "xml"`) || !strings.Contains(err.Error(), "text, wide, json or yaml") {
+				t.Errorf("sluice %v: error %v; want one naming text, wide, json and yaml", args, err)
 			}
 		})
+	}
+}
+
+// -o yaml is the JSON document's fields, as YAML; -o wide adds what the
+// budgets allow now to the pools' table.
+func TestStatusYAMLAndWide(t *testing.T) {
+	kc, dyn := cluster(t)
+	var j, y, w bytes.Buffer
+	for _, run := range []struct {
+		out    *bytes.Buffer
+		format outputFormat
+	}{{&j, outputJSON}, {&y, outputYAML}, {&w, outputWide}} {
+		if err := runStatus(context.Background(), run.out, kc, dyn, nil, run.format, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var fromJSON, fromYAML map[string]any
+	if err := json.Unmarshal(j.Bytes(), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(y.Bytes(), &fromYAML); err != nil {
+		t.Fatalf("-o yaml is not YAML: %v\n%s", err, y.String())
+	}
+	if !reflect.DeepEqual(fromJSON, fromYAML) || strings.HasPrefix(strings.TrimSpace(y.String()), "{") {
+		t.Errorf("-o yaml is not the JSON document as YAML:\n%s", y.String())
+	}
+	for _, want := range []string{"READY  ALLOWED-NOW", "Drifted=0,Expired=1"} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("-o wide lacks %q:\n%s", want, w.String())
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
 
 	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/kube"
@@ -379,7 +380,7 @@ Failed).`,
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the upgrade until it ends")
 	cmd.Flags().DurationVar(&every, "interval", 2*time.Second, "with -w, how often to look")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
 	return cmd
 }
 
@@ -393,13 +394,17 @@ func runUpgradeStatus(ctx context.Context, out io.Writer, kc kubernetes.Interfac
 		st := pool.Status.Upgrade
 		now := clk.Now()
 		switch {
-		case format == outputJSON:
+		case format.structured():
+			// Watching, one document per change: a JSON line each, or YAML
+			// documents one after the other.
 			line, err := json.Marshal(st)
 			if err != nil {
 				return err
 			}
 			if string(line) != last {
-				fmt.Fprintln(out, string(line))
+				if err := writeStatusDocument(out, format, line); err != nil {
+					return err
+				}
 				last = string(line)
 			}
 		case !watch:
@@ -489,4 +494,17 @@ func writeUpgrade(out io.Writer, pool *v1alpha1.NodePool, now time.Time) {
 	if st.Message != "" {
 		fmt.Fprintf(out, "  Message:      %s\n", st.Message)
 	}
+}
+
+func writeStatusDocument(out io.Writer, format outputFormat, line []byte) error {
+	if format == outputJSON {
+		_, err := fmt.Fprintln(out, string(line))
+		return err
+	}
+	doc, err := yaml.JSONToYAML(line)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "---\n%s", doc)
+	return err
 }

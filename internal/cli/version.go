@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -21,10 +20,8 @@ func newVersionCommand() *cobra.Command {
 				return err
 			}
 			info := version.Get()
-			if format == outputJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(info)
+			if format.structured() {
+				return writeStructured(cmd.OutOrStdout(), format, info)
 			}
 			commit := ""
 			if info.Commit != "" && info.Commit != info.Version {
@@ -34,6 +31,6 @@ func newVersionCommand() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
 	return cmd
 }
