@@ -4,19 +4,27 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
-// ClientFlags are kubectl's connection flags: --kubeconfig (falling back to
-// $KUBECONFIG and ~/.kube/config) and --context, with the client's rate
-// limits.
+// ClientFlags are kubectl's connection flags, from k8s.io/cli-runtime as
+// kubectl has them (--kubeconfig, falling back to $KUBECONFIG and
+// ~/.kube/config; --context, --cluster, --user, --server, --token, --as,
+// --as-group, --as-uid, the TLS flags, --request-timeout, ...), with the
+// client's rate limits. Kubeconfig and Context serve code that builds a
+// client without flags.
 type ClientFlags struct {
 	Kubeconfig string
 	Context    string
 	QPS        float32
 	Burst      int
+	// OwnRequestTimeout leaves --request-timeout to the command, which
+	// defines its own (the controller bounds its reconciles with it too).
+	OwnRequestTimeout bool
+
+	conn *genericclioptions.ConfigFlags // set by AddFlags
 }
 
 // Default client rate limits, for a command that sets none of its own.
@@ -35,17 +43,25 @@ func (f *ClientFlags) AddFlags(fs *pflag.FlagSet) {
 	if burst <= 0 {
 		burst = DefaultBurst
 	}
-	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	fs.StringVar(&f.Context, "context", "", "the kubeconfig context to use")
+	f.conn = genericclioptions.NewConfigFlags(false)
+	f.conn.Namespace = nil // sluice's commands are cluster-wide: there is no namespace to default
+	f.conn.CacheDir = nil  // nor a discovery cache to keep
+	if f.OwnRequestTimeout {
+		f.conn.Timeout = nil
+	}
+	f.conn.AddFlags(fs)
 	fs.Float32Var(&f.QPS, "kube-api-qps", qps, "requests per second to the API server, on average")
 	fs.IntVar(&f.Burst, "kube-api-burst", burst, "requests to the API server in a burst above --kube-api-qps")
 }
 
 // RESTConfig loads the client configuration the flags describe.
 func (f *ClientFlags) RESTConfig() (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.Context}).ClientConfig()
+	conn := f.conn
+	if conn == nil {
+		conn = genericclioptions.NewConfigFlags(false)
+		conn.KubeConfig, conn.Context = &f.Kubeconfig, &f.Context
+	}
+	cfg, err := conn.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
