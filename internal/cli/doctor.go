@@ -68,7 +68,7 @@ func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selec
 		return err
 	}
 	if selector != "" {
-		if targets, err = nodesMatching(ctx, c, selector); err != nil {
+		if targets, err = nodesMatching(ctx, c, selector, 0); err != nil {
 			return err
 		}
 	}

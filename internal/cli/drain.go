@@ -27,6 +27,7 @@ type drainFlags struct {
 	onDeadline  string
 	output      string
 	gracePeriod int64
+	skipWait    int
 	opts        drain.Options
 }
 
@@ -66,6 +67,12 @@ Exit status: 0 every node drained, 3 a pod could not leave, 1 an error.`,
 	fs.BoolVar(&f.opts.IgnoreDaemonSets, "ignore-daemonsets", false, "leave DaemonSet-managed pods on the node")
 	fs.BoolVar(&f.opts.EvictDaemonSets, "evict-daemonsets", false, "evict DaemonSet pods too, last, after every other pod (their DaemonSet may recreate them)")
 	fs.BoolVar(&f.opts.DeleteEmptyDirData, "delete-emptydir-data", false, "evict pods using emptyDir volumes (their data is lost)")
+	// kubectl's old name for it, which kubectl 1.34 no longer takes: old
+	// scripts keep working, and are told the new name.
+	fs.BoolVar(&f.opts.DeleteEmptyDirData, "delete-local-data", false, "evict pods using emptyDir volumes")
+	_ = fs.MarkDeprecated("delete-local-data", "use --delete-emptydir-data")
+	fs.IntVar(&f.skipWait, "skip-wait-for-delete-timeout", 0, "stop waiting for a pod terminating for longer than this many seconds (a node whose kubelet is gone); 0 waits for every pod")
+	fs.Int64Var(&f.opts.ChunkSize, "chunk-size", 500, "list pods and nodes in pages of this many; 0 lists all at once")
 	fs.BoolVar(&f.opts.Force, "force", false, "evict pods no controller manages (nothing recreates them)")
 	fs.Int64Var(&f.gracePeriod, "grace-period", -1, "seconds each pod gets to terminate; -1 uses the pod's own")
 	fs.DurationVar(&f.opts.Timeout, "timeout", 0, "give up after this long; 0 waits while progress is possible")
@@ -123,6 +130,7 @@ func (f *drainFlags) toOptions(now time.Time, args []string) (drain.Options, out
 	if f.gracePeriod != -1 {
 		opts.GracePeriodSeconds = &f.gracePeriod
 	}
+	opts.SkipWaitForDeleteTimeout = time.Duration(f.skipWait) * time.Second
 	opts.OnDeadline = drain.DeadlineAction(f.onDeadline)
 	host, _ := os.Hostname()
 	opts.Holder = "sluice drain@" + host
@@ -158,7 +166,7 @@ func runDrain(ctx context.Context, out, errOut io.Writer, f *drainFlags, args []
 	}
 	nodes := args
 	if f.selector != "" {
-		if nodes, err = nodesMatching(ctx, client, f.selector); err != nil {
+		if nodes, err = nodesMatching(ctx, client, f.selector, opts.ChunkSize); err != nil {
 			return err
 		}
 	}
@@ -205,20 +213,29 @@ func parseSelector(flag, value string) (labels.Selector, error) {
 	return sel, nil
 }
 
-func nodesMatching(ctx context.Context, client kubernetes.Interface, selector string) ([]string, error) {
+// nodesMatching lists the nodes the selector picks, in pages of chunk (all
+// at once when 0), as kubectl's --chunk-size does.
+func nodesMatching(ctx context.Context, client kubernetes.Interface, selector string, chunk int64) ([]string, error) {
 	if _, err := parseSelector("selector", selector); err != nil {
 		return nil, err
 	}
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
+	var names []string
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: chunk}
+	for {
+		list, err := client.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing nodes: %w", err)
+		}
+		for _, n := range list.Items {
+			names = append(names, n.Name)
+		}
+		if list.Continue == "" {
+			break
+		}
+		opts.Continue = list.Continue
 	}
-	if len(list.Items) == 0 {
+	if len(names) == 0 {
 		return nil, fmt.Errorf("no nodes match %q", selector)
-	}
-	names := make([]string, len(list.Items))
-	for i, n := range list.Items {
-		names[i] = n.Name
 	}
 	return names, nil
 }

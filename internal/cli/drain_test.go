@@ -58,6 +58,14 @@ func TestDrainFlagsToOptions(t *testing.T) {
 		{name: "bad on-deadline", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "panic"}, wantErr: "--on-deadline"},
 		{name: "bad selector", flags: drainFlags{gracePeriod: -1, selector: "pool in gpu", onDeadline: "delete"}, wantErr: "--selector"},
 		{name: "bad pod selector", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, podSelector: "a in (", onDeadline: "delete"}, wantErr: "--pod-selector"},
+		{name: "kubectl's wait and paging flags", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", skipWait: 30, opts: drain.Options{ChunkSize: 100}},
+			check: func(t *testing.T, o drain.Options) {
+				if o.SkipWaitForDeleteTimeout != 30*time.Second || o.ChunkSize != 100 {
+					t.Errorf("skip-wait %s chunk-size %d", o.SkipWaitForDeleteTimeout, o.ChunkSize)
+				}
+			}},
+		{name: "negative skip-wait", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", skipWait: -1}, wantErr: "--skip-wait-for-delete-timeout -1s"},
+		{name: "negative chunk size", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", opts: drain.Options{ChunkSize: -5}}, wantErr: "--chunk-size -5"},
 		{name: "daemonsets both ways", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete",
 			opts: drain.Options{IgnoreDaemonSets: true, EvictDaemonSets: true}}, wantErr: "contradict"},
 	}
@@ -75,5 +83,26 @@ func TestDrainFlagsToOptions(t *testing.T) {
 			}
 			tc.check(t, o)
 		})
+	}
+}
+
+// --delete-local-data, which kubectl 1.34 no longer takes, still works as
+// the deprecated name of --delete-emptydir-data, and says so.
+func TestDeleteLocalDataIsADeprecatedAlias(t *testing.T) {
+	cmd := newDrainCommand()
+	var stderr strings.Builder
+	cmd.SetErr(&stderr)
+	cmd.Flags().SetOutput(&stderr)
+	if err := cmd.ParseFlags([]string{"--delete-local-data"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := cmd.Flags().GetBool("delete-emptydir-data"); !v {
+		t.Error("--delete-local-data did not turn --delete-emptydir-data on")
+	}
+	if !strings.Contains(stderr.String(), "deprecated, use --delete-emptydir-data") {
+		t.Errorf("no deprecation notice: %q", stderr.String())
+	}
+	if cmd.Flags().Lookup("delete-local-data").Hidden != true {
+		t.Error("the deprecated flag is listed in --help")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -121,6 +122,7 @@ type daemonSetChecker func(ctx context.Context, namespace, name string) (bool, e
 type classifier struct {
 	opts            *Options
 	daemonSetExists daemonSetChecker
+	now             func() time.Time // nil: time does not matter (no SkipWaitForDeleteTimeout)
 }
 
 func (c *classifier) classify(ctx context.Context, pod *corev1.Pod) classification {
@@ -133,6 +135,15 @@ func (c *classifier) classify(ctx context.Context, pod *corev1.Pod) classificati
 	})
 	if lookup != nil {
 		return classification{verdict: refuse, reason: ReasonError, message: fmt.Sprintf("checking DaemonSet %s: %v", daemonSet, lookup)}
+	}
+	// kubectl's --skip-wait-for-delete-timeout: a pod still there longer
+	// than that after its deletion timestamp (the end of its grace period)
+	// is left behind, not waited for.
+	if after := c.opts.SkipWaitForDeleteTimeout; v.Verdict == VerdictWait && after > 0 && c.now != nil && pod.DeletionTimestamp != nil {
+		if over := c.now().Sub(pod.DeletionTimestamp.Time); over > after {
+			return classification{verdict: skip, reason: ReasonTerminating, message: fmt.Sprintf(
+				"still terminating %s after its grace period ended, longer than --skip-wait-for-delete-timeout %s: not waited for", over.Round(time.Second), after)}
+		}
 	}
 	return classification{verdict: v.Verdict, reason: v.Reason, message: v.Message}
 }

@@ -182,7 +182,7 @@ func (d *Drainer) newRun(ctx context.Context, start time.Time) (*run, error) {
 		cancel:   cancel,
 		diags:    map[string]diagnosis{},
 	}
-	r.classify = &classifier{opts: &r.opts, daemonSetExists: cachedDaemonSets(func(ctx context.Context, ns, name string) error {
+	r.classify = &classifier{opts: &r.opts, now: d.clock.Now, daemonSetExists: cachedDaemonSets(func(ctx context.Context, ns, name string) error {
 		_, err := d.client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 		return err
 	})}
@@ -267,11 +267,25 @@ func (r *run) podsSelected(ctx context.Context, namespace string, sel labels.Sel
 	if r.opts.Shared != nil {
 		return r.opts.Shared.podsSelected(namespace, sel)
 	}
-	list, err := r.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return nil, err
+	return listPods(ctx, r.client, namespace, metav1.ListOptions{LabelSelector: sel.String()}, r.opts.ChunkSize)
+}
+
+// listPods lists pods in pages of chunk (all at once when 0), as kubectl's
+// --chunk-size does.
+func listPods(ctx context.Context, client kubernetes.Interface, namespace string, opts metav1.ListOptions, chunk int64) ([]corev1.Pod, error) {
+	opts.Limit = chunk
+	var out []corev1.Pod
+	for {
+		list, err := client.CoreV1().Pods(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, list.Items...)
+		if list.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = list.Continue
 	}
-	return list.Items, nil
 }
 
 func unique(names []string) []string {

@@ -11,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // step is what one attempt to move a pod decided.
@@ -205,19 +206,41 @@ func (nd *nodeDrain) pause(ctx context.Context, st *podState, s step) bool {
 	return true
 }
 
-// awaitGone waits until the pod is gone, the drain stops, or ctx ends.
+// awaitGone waits until the pod is gone, the drain stops, ctx ends, or (with
+// SkipWaitForDeleteTimeout) the pod is still there that long after its
+// deletion timestamp, as kubectl measures it.
 func (nd *nodeDrain) awaitGone(ctx context.Context, st *podState) {
-	var stop <-chan time.Time
+	var stop, unwait <-chan time.Time
 	if !nd.stopAt.IsZero() {
 		timer := nd.clock.NewTimer(nd.stopAt.Sub(nd.clock.Now()))
 		defer timer.Stop()
 		stop = timer.C()
 	}
+	if after := nd.opts.SkipWaitForDeleteTimeout; after > 0 {
+		timer := nd.clock.NewTimer(max(0, nd.terminatingSince(st).Add(after).Sub(nd.clock.Now())))
+		defer timer.Stop()
+		unwait = timer.C()
+	}
 	select {
 	case <-st.gone:
 	case <-stop:
+	case <-unwait:
+		st.unwaited.Store(true)
 	case <-ctx.Done():
 	}
+}
+
+// terminatingSince is the pod's deletion timestamp (when its grace period
+// ends) as the watch shows it; for a pod just asked to leave whose deletion
+// the watch has not shown yet, now plus the grace it was given.
+func (nd *nodeDrain) terminatingSince(st *podState) time.Time {
+	if p, err := nd.pods.get(st.pod.Namespace, st.pod.Name); err == nil && p.UID == st.pod.UID && p.DeletionTimestamp != nil {
+		return p.DeletionTimestamp.Time
+	}
+	if st.pod.DeletionTimestamp != nil {
+		return st.pod.DeletionTimestamp.Time
+	}
+	return nd.clock.Now().Add(time.Duration(ptr.Deref(st.grace, 0)) * time.Second)
 }
 
 func (nd *nodeDrain) evictPod(ctx context.Context, st *podState, grace int64) error {

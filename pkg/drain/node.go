@@ -53,6 +53,9 @@ type podState struct {
 	settled    chan struct{} // gone, asked to leave, or refused once: its wave may move on
 	settleOnce sync.Once
 	stuck      atomic.Bool // blocked in a way waiting will not fix
+	// unwaited: terminating for longer than SkipWaitForDeleteTimeout, so
+	// no longer waited for.
+	unwaited atomic.Bool
 
 	started      atomic.Bool
 	outcome      PodOutcome
@@ -530,6 +533,8 @@ func (nd *nodeDrain) report(outcome NodeOutcome, message string, cordoned bool) 
 				s := time.Unix(0, goneAt).Sub(nd.start).Seconds()
 				pr.GoneAfterSeconds = &s
 				pr.BlockedSince = nil
+			} else if st.unwaited.Load() {
+				pr.Message = joinMessage(pr.Message, fmt.Sprintf("still terminating %s after its grace period ended (--skip-wait-for-delete-timeout): not waited for", nd.opts.SkipWaitForDeleteTimeout))
 			} else if pr.Outcome == PodEvicted || pr.Outcome == PodDeleted {
 				pr.Reason, pr.Message = ReasonTimeout, joinMessage(pr.Message, "asked to leave, but still terminating when the drain stopped")
 			} else if pr.Reason == "" {

@@ -39,6 +39,15 @@ type Options struct {
 	GracePeriodSeconds *int64
 	// Timeout bounds the whole drain; zero waits as long as it takes.
 	Timeout time.Duration
+	// SkipWaitForDeleteTimeout, when positive, stops waiting for a pod that
+	// has been terminating for longer (kubectl's
+	// --skip-wait-for-delete-timeout): one already terminating that long is
+	// skipped, and an evicted one is not waited for past it. For nodes whose
+	// kubelet is gone, where pods never finish terminating.
+	SkipWaitForDeleteTimeout time.Duration
+	// ChunkSize lists pods and nodes in pages of this many (kubectl's
+	// --chunk-size); zero lists all at once.
+	ChunkSize int64
 	// Deadline is when the nodes go away (a spot preemption, a maintenance
 	// window); zero means none. It also bounds the drain.
 	Deadline time.Time
@@ -88,6 +97,12 @@ func (o *Options) Validate(now time.Time) error {
 	}
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must not be negative", o.Timeout))
+	}
+	if o.SkipWaitForDeleteTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--skip-wait-for-delete-timeout %s: must not be negative (0 waits for every pod)", o.SkipWaitForDeleteTimeout))
+	}
+	if o.ChunkSize < 0 {
+		errs = append(errs, fmt.Errorf("--chunk-size %d: must not be negative (0 lists all at once)", o.ChunkSize))
 	}
 	if !o.Deadline.IsZero() && !o.Deadline.After(now) {
 		errs = append(errs, fmt.Errorf("--deadline %s is already past", o.Deadline.Format(time.RFC3339)))

@@ -55,13 +55,13 @@ func (nd *nodeDrain) sweep(ctx context.Context) ([]string, error) {
 // unknownPods lists the node's pods from the API server (a consistent read)
 // and returns those the drain covers and has no state for.
 func (nd *nodeDrain) unknownPods(ctx context.Context) ([]*corev1.Pod, error) {
-	var list *corev1.PodList
+	var pods []corev1.Pod
 	err := retry.OnError(sweepBackoff, func(err error) bool { return ctx.Err() == nil && !apierrors.IsForbidden(err) }, func() error {
 		var err error
-		list, err = nd.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		pods, err = listPods(ctx, nd.client, metav1.NamespaceAll, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", nd.name).String(),
 			LabelSelector: nd.opts.PodSelector.String(),
-		})
+		}, nd.opts.ChunkSize)
 		return err
 	})
 	if err != nil {
@@ -70,8 +70,8 @@ func (nd *nodeDrain) unknownPods(ctx context.Context) ([]*corev1.Pod, error) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	var fresh []*corev1.Pod
-	for i := range list.Items {
-		pod := &list.Items[i]
+	for i := range pods {
+		pod := &pods[i]
 		if _, known := nd.byUID[pod.UID]; known || (nd.opts.PodFilter != nil && !nd.opts.PodFilter(pod)) {
 			continue
 		}
