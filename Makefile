@@ -14,19 +14,25 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # a 2-core machine comfortably.
 TEST_FLAGS    ?= -race -count=1 -p 2 -timeout 45m
 
-.PHONY: build tools test unit fuzz bench chaos soak demo demo-down lint fmt clean
+.PHONY: build dist tools test unit fuzz bench chaos soak demo demo-down lint fmt clean
 
-build: ## build bin/sluice
+build: ## build bin/sluice, and bin/kubectl-sluice (the same binary, as a kubectl plugin: put bin/ on the PATH and run `kubectl sluice`)
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
+	ln -f bin/sluice bin/kubectl-sluice
 
-tools: ## build (or find in the cache) the pinned control-plane binaries, Helm v3 and v4 and promtool for the chart's tests
+dist: ## release archives for linux and darwin, amd64 and arm64, and the krew manifest, in dist/ (VERSION=vX.Y.Z)
+	hack/release/package.sh $(VERSION)
+	hack/release/krew-manifest.sh $(VERSION) > dist/sluice.yaml
+
+tools: ## build (or find in the cache) the pinned control-plane binaries, Helm v3 and v4 and promtool for the chart's tests, krew for the plugin's
 	@hack/tools/build.sh >/dev/null
 	@hack/tools/helm.sh >/dev/null
 	@hack/tools/gotool.sh helm4 >/dev/null
 	@hack/tools/gotool.sh promtool >/dev/null
+	@hack/tools/gotool.sh krew >/dev/null
 
 test: tools ## every test, integration tests against the sandbox included
-	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" $(GO) test $(TEST_FLAGS) ./...
+	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" SLUICE_KREW="$$(hack/tools/gotool.sh krew)" $(GO) test $(TEST_FLAGS) ./...
 
 unit: ## only the tests that need no control plane
 	$(GO) test -count=1 -short ./...
@@ -100,7 +106,7 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
 
 .PHONY: generate
 generate: ## regenerate pkg/apis deepcopy functions and the chart's CRDs (controller-gen from the module proxy)

@@ -3,8 +3,9 @@
 # cache, keyed by that module's pins and the Go toolchain: a second run prints the
 # cached path at once, a version bump builds a new one. Each module has a tool.env:
 #   MODULE   the module whose version go.mod pins (the version is read from there)
-#   PKG      the main package to build
-#   BIN      the binary's name
+#   PKG      the main package to build (several, space-separated, each into bin/ by its
+#            last path element)
+#   BIN      the binary whose path is printed
 #   VERSION_VAR (optional) a string variable that -X stamps with the version
 #
 # Usage: hack/tools/gotool.sh <name>. Prints the binary's path on stdout (the last line);
@@ -47,7 +48,9 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
 echo "gotool.sh: building $BIN $version into $dest (cold: a few minutes on 2 cores)" >&2
 start=$SECONDS
-CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/$BIN" "$PKG"
+for pkg in $PKG; do
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/${pkg##*/}" "$pkg"
+done
 rm -rf "$dest"
 mv "$tmp" "$dest"
 trap - EXIT

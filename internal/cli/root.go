@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -48,6 +50,11 @@ func NewRootCommand() *cobra.Command {
 			"spot preemption, upgrades, expiry, drift, consolidation) under one set of disruption budgets.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	// Run as kubectl-sluice, the kubectl plugin: usage and completions say
+	// what the user types.
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl sluice"}
 	}
 	root.AddCommand(newDrainCommand(), newDoctorCommand(), newStatusCommand(), newExplainCommand(), newPlanCommand(), newUpgradeCommand(), newAgentCommand(), newControllerCommand(), newVersionCommand(), newSandboxCommand())
 	return root
