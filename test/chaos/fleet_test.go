@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -94,8 +95,11 @@ type fleet struct {
 	bin        string
 	kubeconfig string
 	extra      []string // more flags for every replica
-	client     kubernetes.Interface
-	rng        *rand.Rand
+	// secrets are cloud credentials in every replica's environment: no
+	// log line may hold one (checkNoSecrets).
+	secrets map[string]string
+	client  kubernetes.Interface
+	rng     *rand.Rand
 
 	// dir keeps each controller's log, left behind when the test fails.
 	dir string
@@ -120,7 +124,10 @@ type proc struct {
 // newFleet starts one controller per identity, each with extra flags.
 func newFleet(t *testing.T, bin, kubeconfig string, client kubernetes.Interface, seed uint64, ids []string, extra ...string) *fleet {
 	f := &fleet{t: t, bin: bin, kubeconfig: kubeconfig, extra: extra, client: client, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
-		procs: map[string]*proc{}, logs: map[string]*bytes.Buffer{}, leaders: map[string]bool{}}
+		procs: map[string]*proc{}, logs: map[string]*bytes.Buffer{}, leaders: map[string]bool{}, secrets: map[string]string{}}
+	for _, name := range []string{"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_CLIENT_SECRET"} {
+		f.secrets[name] = "secret-" + utilrand.String(24)
+	}
 	dir, err := os.MkdirTemp("", "sluice-chaos-logs-")
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +170,10 @@ func (f *fleet) start(id string) {
 		args = append(args, "--metrics-bind-address", "0")
 	}
 	cmd := exec.Command(f.bin, args...)
+	cmd.Env = os.Environ()
+	for name, value := range f.secrets {
+		cmd.Env = append(cmd.Env, name+"="+value)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	buf := f.logs[id]
@@ -354,4 +365,31 @@ func (f *fleet) counts() (kills, exits int, leaders []string) {
 	}
 	slices.Sort(leaders)
 	return f.kills, f.exits, leaders
+}
+
+// checkNoSecrets fails the test if a replica logged its bearer token or a
+// cloud credential from its environment, anywhere in its log.
+func (f *fleet) checkNoSecrets() {
+	t := f.t
+	kc, err := clientcmd.LoadFromFile(f.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{}
+	for name, auth := range kc.AuthInfos {
+		if auth.Token != "" {
+			secrets["the bearer token of "+name] = auth.Token
+		}
+	}
+	for name, value := range f.secrets {
+		secrets[name] = value
+	}
+	if len(secrets) < 2 {
+		t.Fatalf("only %d secrets to look for: the check would vouch for nothing", len(secrets))
+	}
+	for what, value := range secrets {
+		if leaked := f.lines(value); len(leaked) > 0 {
+			t.Errorf("%s is in %d log lines, e.g. %.300s", what, len(leaked), leaked[0])
+		}
+	}
 }

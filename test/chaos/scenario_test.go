@@ -88,7 +88,9 @@ func runScenario(t *testing.T, env *sandboxtest.Env, server string, ca []byte, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFleet(t, bin, controllerKubeconfig(t, env, server, ca), env.Client, seed, []string{"chaos-a", "chaos-b"})
+	// -v 6: the client's request traces go into the logs too, for the
+	// check that no secret does.
+	f := newFleet(t, bin, controllerKubeconfig(t, env, server, ca), env.Client, seed, []string{"chaos-a", "chaos-b"}, "-v", "6")
 	f.killLoop(ctx)
 	start := time.Now()
 
@@ -152,6 +154,10 @@ func runScenario(t *testing.T, env *sandboxtest.Env, server string, ca []byte, s
 		t.Errorf("the API server refused the controllers %d requests as forbidden: the chart's RBAC lacks them:\n%s",
 			len(denied), strings.Join(denied[:min(5, len(denied))], "\n"))
 	}
+	if traces := f.lines("/api/v1/nodes"); len(traces) == 0 {
+		t.Error("no request traces in the controllers' logs at -v 6: klog's lines do not reach the log")
+	}
+	f.checkNoSecrets()
 	if kills < minKills {
 		t.Errorf("only %d kills during the scenario: too few to vouch for anything", kills)
 	}
