@@ -23,7 +23,7 @@ func TestVerbosityIsKlogs(t *testing.T) {
 		if got := log.Enabled(context.Background(), slog.LevelDebug); got != c.debug {
 			t.Errorf("-v %d: debug enabled %v, want %v", c.v, got, c.debug)
 		}
-		if got := bool(klog.V(6).Enabled()); got != c.klog6 {
+		if got := klog.V(6).Enabled(); got != c.klog6 {
 			t.Errorf("-v %d: klog V(6) enabled %v, want %v", c.v, got, c.klog6)
 		}
 		// The client's contextual loggers speak logr, whose V(6) is slog's -6.

@@ -392,29 +392,8 @@ func runUpgradeStatus(ctx context.Context, out io.Writer, kc kubernetes.Interfac
 			return err
 		}
 		st := pool.Status.Upgrade
-		now := clk.Now()
-		switch {
-		case format.structured():
-			// Watching, one document per change: a JSON line each, or YAML
-			// documents one after the other.
-			line, err := json.Marshal(st)
-			if err != nil {
-				return err
-			}
-			if string(line) != last {
-				if err := writeStatusDocument(out, format, line); err != nil {
-					return err
-				}
-				last = string(line)
-			}
-		case !watch:
-			writeUpgrade(out, pool, now)
-		default:
-			line := upgradeLine(pool)
-			if line != last {
-				fmt.Fprintf(out, "%s  %s\n", now.Format("15:04:05"), line)
-				last = line
-			}
+		if last, err = printUpgrade(out, pool, format, watch, clk.Now(), last); err != nil {
+			return err
 		}
 		// Watching, a status about another image than the template's is
 		// the last upgrade's: the controller has not seen this one yet.
@@ -432,6 +411,33 @@ func runUpgradeStatus(ctx context.Context, out io.Writer, kc kubernetes.Interfac
 		case <-clk.After(every):
 		}
 	}
+}
+
+// printUpgrade prints the pool's upgrade status: once, or, watching, when it
+// differs from last (what was printed before), which it returns.
+func printUpgrade(out io.Writer, pool *v1alpha1.NodePool, format outputFormat, watch bool, now time.Time, last string) (string, error) {
+	switch {
+	case format.structured():
+		// Watching, one document per change: a JSON line each, or YAML
+		// documents one after the other.
+		line, err := json.Marshal(pool.Status.Upgrade)
+		if err != nil {
+			return last, err
+		}
+		if string(line) == last {
+			return last, nil
+		}
+		return string(line), writeStatusDocument(out, format, line)
+	case !watch:
+		writeUpgrade(out, pool, now)
+	default:
+		line := upgradeLine(pool)
+		if line != last {
+			fmt.Fprintf(out, "%s  %s\n", now.Format("15:04:05"), line)
+		}
+		return line, nil
+	}
+	return last, nil
 }
 
 func getOnePool(ctx context.Context, dyn dynamic.Interface, name string) (*v1alpha1.NodePool, error) {

@@ -166,9 +166,18 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	defer releaseCancel()
 	releaseErr := rewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nd.lastClaim(), nil)
 
+	rep := nd.outcome(node, unswept, sweepErr)
+	if releaseErr != nil {
+		rep.Message = joinMessage(rep.Message, "releasing the drain claim: "+releaseErr.Error())
+	}
+	return rep
+}
+
+// outcome is the report of a drain that ran, with the Event that says how it
+// ended. Every pod that did not leave is named with its reason, in the
+// report, the Event and so in the logs of whoever ran the drain.
+func (nd *nodeDrain) outcome(node *corev1.Node, unswept []string, sweepErr error) NodeReport {
 	rep := nd.report(NodeDrained, "", true)
-	// Every pod that did not leave is named with its reason, in the report,
-	// the Event and so in the logs of whoever ran the drain.
 	switch left := rep.Left(); {
 	case sweepErr != nil:
 		rep.Outcome, rep.Message = NodeFailed, sweepMessage(unswept, sweepErr)
@@ -182,9 +191,6 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", rep.Message)
 	default:
 		nd.hooks.Recorder.Eventf(node, corev1.EventTypeNormal, "DrainCompleted", "sluice: drained in %s", nd.clock.Since(nd.start).Round(100*time.Millisecond))
-	}
-	if releaseErr != nil {
-		rep.Message = joinMessage(rep.Message, "releasing the drain claim: "+releaseErr.Error())
 	}
 	return rep
 }
