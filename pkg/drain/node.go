@@ -413,8 +413,10 @@ func (nd *nodeDrain) lastClaim() *claim {
 // asked to leave).
 func (nd *nodeDrain) evictAll(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go nd.cancelWhenStuck(ctx, cancel)
+	stuckDone := make(chan struct{})
+	go func() { defer close(stuckDone); nd.cancelWhenStuck(ctx, cancel) }()
+	// It reads the pods' states: it has ended before a sweep adds to them.
+	defer func() { cancel(); <-stuckDone }()
 	var wg sync.WaitGroup
 	for _, wave := range nd.waves() {
 		if ctx.Err() != nil {

@@ -53,7 +53,10 @@ func (nd *nodeDrain) sweep(ctx context.Context) ([]string, error) {
 }
 
 // unknownPods lists the node's pods from the API server (a consistent read)
-// and returns those the drain covers and has no state for.
+// and returns those the drain covers and has no state for. DaemonSet pods
+// are not among them: they tolerate the cordon by design, and their
+// DaemonSet recreates an evicted one at once; the drain's flags decided
+// their fate when it began.
 func (nd *nodeDrain) unknownPods(ctx context.Context) ([]*corev1.Pod, error) {
 	var pods []corev1.Pod
 	err := retry.OnError(sweepBackoff, func(err error) bool { return ctx.Err() == nil && !apierrors.IsForbidden(err) }, func() error {
@@ -73,6 +76,9 @@ func (nd *nodeDrain) unknownPods(ctx context.Context) ([]*corev1.Pod, error) {
 	for i := range pods {
 		pod := &pods[i]
 		if _, known := nd.byUID[pod.UID]; known || (nd.opts.PodFilter != nil && !nd.opts.PodFilter(pod)) {
+			continue
+		}
+		if owner := metav1.GetControllerOf(pod); owner != nil && owner.Kind == "DaemonSet" {
 			continue
 		}
 		fresh = append(fresh, pod)

@@ -77,3 +77,35 @@ func TestPodsThatKeepArrivingAreReported(t *testing.T) {
 		t.Errorf("%d pods bound late; want the drain to give up after a few rounds, not to stop at once or chase all 10", b)
 	}
 }
+
+// With --evict-daemonsets, a DaemonSet recreates its evicted pod on the
+// cordoned node at once (its pods tolerate the cordon): that is not a pod
+// the drain missed, and not one to chase. Here the test recreates it, as
+// the DaemonSet controller would, as soon as each is evicted.
+func TestRecreatedDaemonSetPodsAreNotChased(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, 1)
+	node := s.nodes[0]
+	ns := s.env.Namespace
+	s.env.Create(t, fixture.DaemonSet(ns, "agent", s.onAll, fixture.ExitsAfter(0.5)))
+	pods := s.env.WaitForPods(t, "app=agent", 1)
+	// The recreations name the DaemonSet, under another UID so its real
+	// controller leaves them alone (it only manages its own).
+	owner := *metav1.GetControllerOf(&pods[0])
+	owner.UID = "00000000-0000-0000-0000-00000000da7a"
+	var recreated atomic.Int32
+	s.observe = func(p drain.Progress) {
+		if p.Kind == drain.ProgressEvicting && strings.HasPrefix(p.Pod, ns+"/agent") && recreated.Load() < 10 {
+			pod := fixture.Pod(ns, fmt.Sprintf("agent-again-%d", recreated.Add(1)), fixture.OnNode(node), fixture.Label("app", "agent"))
+			pod.OwnerReferences = []metav1.OwnerReference{owner}
+			if _, err := s.env.Client.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+				t.Errorf("recreating the DaemonSet's pod: %v", err)
+			}
+		}
+	}
+	d := s.run(t, drain.Options{EvictDaemonSets: true}, node)
+	d.node(t, 0, drain.NodeDrained)
+	if n := recreated.Load(); n != 1 {
+		t.Errorf("the DaemonSet's pod was recreated %d times; want once: the drain chased its recreations", n)
+	}
+}
