@@ -1,7 +1,6 @@
 package termination
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -57,17 +56,7 @@ func TestMetricsCountOverdueDrainsAndPools(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
 	clk := clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))
-	q, err := New(nil, clk, nil, Limits{}, "test", nil, m, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeDrains{running: map[string]chan struct{}{}}
-	q.drain = f.run
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = q.Start(ctx) }()
-	<-q.started
-	t.Cleanup(func() { cancel(); <-done })
+	q, f := newTestQueueWithMetrics(t, Limits{}, clk, m)
 
 	soon := clk.Now().Add(time.Minute)
 	for _, r := range []Request{

@@ -67,7 +67,12 @@ func newTestQueue(t *testing.T, limits Limits) (*Queue, *fakeDrains) {
 
 func newTestQueueWithClock(t *testing.T, limits Limits, clk clock.WithTicker) (*Queue, *fakeDrains) {
 	t.Helper()
-	q, err := New(nil, clk, nil, limits, "test", nil, nil, nil)
+	return newTestQueueWithMetrics(t, limits, clk, nil)
+}
+
+func newTestQueueWithMetrics(t *testing.T, limits Limits, clk clock.WithTicker, m *Metrics) (*Queue, *fakeDrains) {
+	t.Helper()
+	q, err := New(nil, clk, nil, limits, "test", nil, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
