@@ -59,6 +59,7 @@ type controllerFlags struct {
 	providers       []string
 	awsQueueURL     string
 	dryRun          bool
+	profiling       bool
 	registration    time.Duration
 	validation      time.Duration
 }
@@ -104,6 +105,7 @@ func newControllerCommand() *cobra.Command {
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before giving up")
 	fs.DurationVar(&f.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to acquire the Lease")
 	fs.StringVar(&f.metricsAddress, "metrics-bind-address", ":8080", "address serving Prometheus /metrics; 0 turns it off")
+	fs.BoolVar(&f.profiling, "profiling", false, "serve Go's profiles at /debug/pprof/ on --metrics-bind-address (heap, goroutines, CPU); they show the controller's internals to whoever reaches that port")
 	fs.StringVar(&f.healthAddress, "health-probe-bind-address", ":8081", "address serving /healthz and /readyz; 0 turns it off")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "bound on each API request and each node's reconcile (watches excepted)")
 	fs.IntVar(&f.maxNodes, "max-disrupting-nodes", 0, "at most this many nodes drain at once for voluntary reasons, cluster-wide; maintenance events start past the cap but count against it (0: no cap)")
@@ -160,6 +162,9 @@ func (f *controllerFlags) validate() error {
 	if f.webhookTemplate != "" && f.webhookURL == "" {
 		errs = append(errs, errors.New("--webhook-template needs --webhook-url"))
 	}
+	if f.profiling && f.metricsAddress == "0" {
+		errs = append(errs, errors.New("--profiling serves on --metrics-bind-address, which is 0 (off): give it an address"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -208,6 +213,7 @@ func runController(ctx context.Context, f *controllerFlags) error {
 		RetryPeriod:    f.retryPeriod,
 		MetricsAddress: f.metricsAddress,
 		HealthAddress:  f.healthAddress,
+		Profiling:      f.profiling,
 		RequestTimeout: f.requestTimeout,
 		Workers:        f.workers,
 		Limits:         termination.Limits{MaxNodes: f.maxNodes, MaxNodesPerPool: f.maxNodesPerPool},

@@ -16,6 +16,7 @@ func TestControllerFlagsRefuseBadInput(t *testing.T) {
 		{[]string{"--aws-queue-url", "https://sqs.us-east-1.amazonaws.com/12345/q"}, "want an SQS queue URL"},
 		{[]string{"--providers", "gcp-mig"}, `--providers "gcp-mig": sluice knows [kwok aws-asg azure-vmss]`},
 		{[]string{"--workers", "0"}, "--workers 0: must be at least 1"},
+		{[]string{"--profiling", "--metrics-bind-address", "0"}, "--profiling serves on --metrics-bind-address, which is 0 (off)"},
 	} {
 		cmd := newControllerCommand()
 		cmd.SetArgs(append(tt.args, "--identity", "test"))

@@ -10,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -67,6 +69,8 @@ type Options struct {
 	// /readyz; "0" turns either off.
 	MetricsAddress string
 	HealthAddress  string
+	// Profiling serves Go's /debug/pprof/ on MetricsAddress too.
+	Profiling bool
 
 	// RequestTimeout bounds every API request the drains make and every
 	// reconcile (watches are not bounded: they are meant to stay open).
@@ -285,7 +289,7 @@ func newManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			},
 		},
 		Controller:                          config.Controller{ReconciliationTimeout: opts.RequestTimeout, SkipNameValidation: ptr.To(opts.SeveralManagers)},
-		Metrics:                             metricsserver.Options{BindAddress: opts.MetricsAddress},
+		Metrics:                             metricsserver.Options{BindAddress: opts.MetricsAddress, ExtraHandlers: profiling(opts.Profiling)},
 		HealthProbeBindAddress:              opts.HealthAddress,
 		LeaderElection:                      opts.LeaderElection,
 		LeaderElectionID:                    opts.LeaseName,
@@ -306,6 +310,21 @@ func newManager(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, fmt.Errorf("adding the readiness check: %w", err)
 	}
 	return mgr, nil
+}
+
+// profiling is Go's profiler's handlers, when asked for: a heap or CPU
+// profile of a controller that grew or spun is the way to learn why.
+func profiling(on bool) map[string]http.Handler {
+	if !on {
+		return nil
+	}
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+	}
 }
 
 // leaseLock is the Lease the replicas compete for, held under this

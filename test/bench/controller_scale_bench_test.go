@@ -132,7 +132,7 @@ func BenchmarkMassSpotEvent(b *testing.B) {
 		waitCalm(b, 5*time.Minute)
 		ceil := measureCeiling(b, cl, ceilingNodes(b, cl, p))
 		waitBudgetsSettled(b, cl.client, cl.ns, cl.budgets, 10*time.Minute)
-		c := startControllerProcess(b, bin, cl.sb.Kubeconfig())
+		c := startControllerProcess(b, bin, cl.sb.Kubeconfig(), "--profiling")
 		c.waitQueueEmpty(b)
 		// The event is measured on a cluster at rest, not on the backlog of
 		// building it (kwok still starting pods minutes late).
@@ -144,7 +144,7 @@ func BenchmarkMassSpotEvent(b *testing.B) {
 		for i, t := range cl.targets {
 			cl.h.marks.expect(t.node, preemptID(i))
 		}
-		reqBefore := c.requests(b)
+		reqBefore, inBefore := c.requests(b), c.insideBefore(b)
 		begin := time.Now()
 		var wg sync.WaitGroup
 		for i, t := range cl.targets {
@@ -162,16 +162,17 @@ func BenchmarkMassSpotEvent(b *testing.B) {
 		// The event's span: nothing sluice does after the last deadline
 		// changes the outcome; 5 s more lets budgets' status and Events land.
 		end := slices.MaxFunc(deadlines, time.Time.Compare).Add(5 * time.Second)
-		peak := c.observe(b, end)
+		peak, rss := c.observe(b, end)
 		reqAfter, window := c.requests(b), time.Since(begin)
 		mem := c.memory(b)
+		in := c.insideAfter(b, inBefore, rss)
 		c.stop()
 		watch.stop()
 
 		reportMassSpot(b, massSpot{
 			cluster: cl, watch: watch, deadlines: deadlines, injected: injected, spread: spread,
 			requests: reqAfter.total() - reqBefore.total(), window: window, peakRate: peak, mem: mem,
-			controller: c, loadStart: loadStart, loadEnd: loadavg(), ceiling: ceil,
+			controller: c, loadStart: loadStart, loadEnd: loadavg(), ceiling: ceil, inside: in,
 		})
 	}
 }
@@ -380,20 +381,25 @@ func (c *controllerProcess) idle(b *testing.B, settle, window time.Duration) idl
 }
 
 // observe follows the controller until end, sampling its requests each
-// second; it returns the highest rate seen in one second.
-func (c *controllerProcess) observe(b *testing.B, end time.Time) (peak float64) {
+// second; it returns the highest rate seen in one second, and its resident
+// memory every 5 s.
+func (c *controllerProcess) observe(b *testing.B, end time.Time) (peak float64, rss []string) {
 	b.Helper()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	prev, prevAt := c.requests(b).total(), time.Now()
-	for time.Now().Before(end) {
+	start := time.Now()
+	prev, prevAt := c.requests(b).total(), start
+	for i := 1; time.Now().Before(end); i++ {
 		<-tick.C
 		c.mustRun(b, "during the event")
 		cur, now := c.requests(b).total(), time.Now()
 		peak = max(peak, (cur-prev)/now.Sub(prevAt).Seconds())
 		prev, prevAt = cur, now
+		if i%5 == 0 {
+			rss = append(rss, fmt.Sprintf("+%.0fs %d MiB", now.Sub(start).Seconds(), c.memory(b).RSS>>20))
+		}
 	}
-	return peak
+	return peak, rss
 }
 
 // requestCounts are the controller's API requests so far by HTTP method,
@@ -756,6 +762,7 @@ type massSpot struct {
 	peakRate   float64
 	mem        sandbox.Memory
 	ceiling    ceiling // a bare client on as many other nodes, before
+	inside     inside
 
 	loadStart, loadEnd string
 }
@@ -844,7 +851,7 @@ func reportMassSpot(b *testing.B, m massSpot) {
 	of := func(k, n int) string { return fmt.Sprintf("%d/%d", k, n) }
 	ceil := m.ceiling
 	printTable(fmt.Sprintf("mass spot event: %d of %d nodes get an Azure Preempt with %s of notice within %s (the last %s after the first), %d pods on them (%d to %d a node; grace 10s, stop after 3s), budgets maxUnavailable 10%%, `sluice controller` as its own process; beside it, before it, a bare client empties %d other nodes (%d pods) as fast as the API server lets it, evictions only, for the same %s",
-		p, cl.nodes, preemptNotice, m.spread, m.injected.Round(time.Millisecond), podsOn, minPods, maxPods, ceil.nodes, ceil.pods, preemptNotice), [][]string{
+		p, cl.nodes, preemptNotice, m.spread, m.injected.Round(time.Millisecond), podsOn, minPods, maxPods, ceil.nodes, ceil.pods, preemptNotice), append([][]string{
 		{"", "sluice", "bare client (the sandbox's ceiling)", "target"},
 		{"nodes cordoned within 2s of their agent's report", of(cordonedIn2s, p), "", of(p, p)},
 		{"report on the Node -> cordoned, p50 / p99", pct(cordon), "", ""},
@@ -863,7 +870,8 @@ func reportMassSpot(b *testing.B, m massSpot) {
 		{"controller start -> caches synced", m.controller.synced.Round(100 * time.Millisecond).String(), "", ""},
 		{"setup: sandbox, nodes Ready, pods Ready, budgets settled", setupLine(cl), "", ""},
 		{"machine load (1, 5, 15 min) at start / end", m.loadStart + " / " + m.loadEnd, ceil.load, ""},
-	})
+	}, m.inside.rows(m.window)...))
+	fmt.Printf("\nthe controller's heap in use at the end of the event, largest holders (%s):\n%s\n", m.inside.heapFile, m.inside.heapTop)
 	b.ReportMetric(float64(cordonedIn2s), "cordoned-in-2s")
 	b.ReportMetric(float64(drainedInTime), "drained-in-time")
 	if len(cordon) > 0 {
