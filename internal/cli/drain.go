@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/internal/timeline"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -28,6 +29,7 @@ type drainFlags struct {
 	output      string
 	gracePeriod int64
 	skipWait    int
+	timeline    string
 	opts        drain.Options
 }
 
@@ -56,7 +58,10 @@ Exit status: 0 every node drained, 3 a pod could not leave, 1 an error.`,
   sluice drain -l kubernetes.azure.com/agentpool=spot --ignore-daemonsets --parallel 5 -o json
 
   # What would happen, budgets included, without touching anything
-  sluice drain -l agentpool=user --ignore-daemonsets --dry-run`,
+  sluice drain -l agentpool=user --ignore-daemonsets --dry-run
+
+  # Keep a picture of the drain: a lane per node, a bar per pod, blockers and the deadline
+  sluice drain -l agentpool=spot --ignore-daemonsets --deadline 2m --timeline drain.html`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDrain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, args)
 		},
@@ -85,6 +90,7 @@ Exit status: 0 every node drained, 3 a pod could not leave, 1 an error.`,
 	fs.IntVar(&f.opts.Parallel, "parallel", 1, "nodes drained at once; budgets are shared across them")
 	fs.IntVar(&f.opts.MaxInFlight, "max-in-flight", 50, "eviction requests outstanding at once")
 	fs.StringVarP(&f.output, "output", "o", "text", outputHelp)
+	fs.StringVar(&f.timeline, "timeline", "", "write the drain as one self-contained HTML page to this file: a lane per node, a bar per pod from eviction to gone, blockers and the deadline marked")
 	return cmd
 }
 
@@ -130,6 +136,9 @@ func (f *drainFlags) toOptions(now time.Time, args []string) (drain.Options, out
 	if f.gracePeriod != -1 {
 		opts.GracePeriodSeconds = &f.gracePeriod
 	}
+	if err := checkTimelinePath(f.timeline); err != nil {
+		return opts, "", err
+	}
 	opts.SkipWaitForDeleteTimeout = time.Duration(f.skipWait) * time.Second
 	opts.OnDeadline = drain.DeadlineAction(f.onDeadline)
 	host, _ := os.Hostname()
@@ -171,7 +180,8 @@ func runDrain(ctx context.Context, out, errOut io.Writer, f *drainFlags, args []
 		}
 	}
 	progress := newProgressPrinter(errOut, clk)
-	hooks := drain.Hooks{Observer: progress}
+	steps := &timeline.Recorder{}
+	hooks := drain.Hooks{Observer: drain.ObserverFunc(func(p drain.Progress) { progress.Observe(p); steps.Observe(p) })}
 	if !opts.DryRun {
 		hooks.Recorder = kube.NewRecorder(client, clk, "sluice-drain")
 	}
@@ -182,6 +192,12 @@ func runDrain(ctx context.Context, out, errOut io.Writer, f *drainFlags, args []
 	stopProgress := progress.start()
 	report, err := d.Drain(ctx, nodes)
 	stopProgress()
+	if report != nil && f.timeline != "" {
+		if err := writeTimeline(f.timeline, "sluice drain "+describeNodes(nodes), steps, report); err != nil {
+			return err
+		}
+		fmt.Fprintf(errOut, "timeline: %s\n", f.timeline)
+	}
 	if report != nil {
 		if format.structured() {
 			if encErr := writeStructured(out, format, report); encErr != nil {
