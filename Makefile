@@ -14,7 +14,7 @@ GOLANGCI_LINT := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # a 2-core machine comfortably.
 TEST_FLAGS    ?= -race -count=1 -p 2 -timeout 45m
 
-.PHONY: build dist tools test unit fuzz bench chaos soak demo demo-down lint fmt clean
+.PHONY: build dist image tools test unit fuzz bench chaos soak demo demo-down lint fmt clean
 
 build: ## build bin/sluice, and bin/kubectl-sluice (the same binary, as a kubectl plugin: put bin/ on the PATH and run `kubectl sluice`)
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
@@ -24,15 +24,19 @@ dist: ## release archives for linux and darwin, amd64 and arm64, and the krew ma
 	hack/release/package.sh $(VERSION)
 	hack/release/krew-manifest.sh $(VERSION) > dist/sluice.yaml
 
-tools: ## build (or find in the cache) the pinned control-plane binaries, Helm v3 and v4 and promtool for the chart's tests, krew for the plugin's
+image: ## the OCI image, linux/amd64 and linux/arm64, as an OCI layout in dist/image (no Docker daemon); IMAGE=registry/repo:tag pushes it too
+	hack/image/build.sh $(VERSION)
+
+tools: ## build (or find in the cache) the pinned control-plane binaries, Helm v3 and v4 and promtool for the chart's tests, krew for the plugin's; find (or apt-get) Chromium for the timeline's
 	@hack/tools/build.sh >/dev/null
+	@hack/tools/chromium.sh >/dev/null
 	@hack/tools/helm.sh >/dev/null
 	@hack/tools/gotool.sh helm4 >/dev/null
 	@hack/tools/gotool.sh promtool >/dev/null
 	@hack/tools/gotool.sh krew >/dev/null
 
 test: tools ## every test, integration tests against the sandbox included
-	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" SLUICE_KREW="$$(hack/tools/gotool.sh krew)" $(GO) test $(TEST_FLAGS) ./...
+	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" SLUICE_KREW="$$(hack/tools/gotool.sh krew)" SLUICE_CHROMIUM="$$(hack/tools/chromium.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 unit: ## only the tests that need no control plane
 	$(GO) test -count=1 -short ./...
