@@ -48,7 +48,7 @@ func TestDrainTimelineRendersInABrowser(t *testing.T) {
 
 	page := filepath.Join(t.TempDir(), "drain.html")
 	out, errOut, code := run(t, sluice, "drain", nodes[0].Name, nodes[1].Name, "--kubeconfig", kubeconfig,
-		"--ignore-daemonsets", "--parallel", "2", "--deadline", "3m", "--timeline", page, "-o", "json")
+		"--ignore-daemonsets", "--parallel", "2", "--deadline", "60s", "--timeline", page, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d; want 0\n%s%s", code, out, errOut)
 	}

@@ -7,6 +7,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"debug/buildinfo"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"io"
@@ -120,8 +121,15 @@ func checkImage(t *testing.T, platform string, img v1.Image) {
 		t.Errorf("%s: build info path %s, GOOS %s, GOARCH %s, CGO_ENABLED %s, %d modules", platform, info.Path,
 			settings["GOOS"], settings["GOARCH"], settings["CGO_ENABLED"], len(info.Deps))
 	}
-	if !strings.Contains(settings["-ldflags"], "-s -w") {
-		t.Errorf("%s: the binary is not stripped (-ldflags %q)", platform, settings["-ldflags"])
+	// Stripped (-s -w): no symbol table, no DWARF. (-trimpath keeps
+	// -ldflags out of the build info, so ask the ELF file.)
+	exe, err := elf.NewFile(bytes.NewReader(binary))
+	if err != nil {
+		t.Fatalf("%s: the binary is not an ELF file: %v", platform, err)
+	}
+	if exe.Section(".symtab") != nil || exe.Section(".debug_info") != nil || settings["-trimpath"] != "true" {
+		t.Errorf("%s: the binary is not stripped and trimmed (.symtab %v, .debug_info %v, -trimpath %q)", platform,
+			exe.Section(".symtab") != nil, exe.Section(".debug_info") != nil, settings["-trimpath"])
 	}
 	if runtime.GOOS+"/"+runtime.GOARCH == platform {
 		runBinary(t, binary)
