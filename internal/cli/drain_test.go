@@ -66,6 +66,8 @@ func TestDrainFlagsToOptions(t *testing.T) {
 			}},
 		{name: "negative skip-wait", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", skipWait: -1}, wantErr: "--skip-wait-for-delete-timeout -1s"},
 		{name: "negative chunk size", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", opts: drain.Options{ChunkSize: -5}}, wantErr: "--chunk-size -5"},
+		{name: "timeline not html", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", timeline: "drain.png"}, wantErr: "name a .html file"},
+		{name: "timeline in a missing directory", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", timeline: "/no/such/dir/drain.html"}, wantErr: "directory /no/such/dir does not exist"},
 		{name: "daemonsets both ways", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete",
 			opts: drain.Options{IgnoreDaemonSets: true, EvictDaemonSets: true}}, wantErr: "contradict"},
 	}
