@@ -76,7 +76,7 @@ func run(bins binaries, out, version, revision, push string) error {
 		return errors.New("no -binary given: give OS/ARCH=PATH for each platform")
 	}
 	created := epoch()
-	var idx v1.ImageIndex = mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	platforms := make([]string, 0, len(bins))
 	for p := range bins {
 		platforms = append(platforms, p)

@@ -141,11 +141,7 @@ func (f *controllerFlags) validate() error {
 				f.retryPeriod, f.renewDeadline, f.leaseDuration))
 		}
 	}
-	for flag, addr := range map[string]string{"--metrics-bind-address": f.metricsAddress, "--health-probe-bind-address": f.healthAddress} {
-		if err := checkBindAddress(flag, addr); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, f.validateServing()...)
 	if f.requestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--request-timeout %s: must be positive", f.requestTimeout))
 	}
@@ -162,10 +158,21 @@ func (f *controllerFlags) validate() error {
 	if f.webhookTemplate != "" && f.webhookURL == "" {
 		errs = append(errs, errors.New("--webhook-template needs --webhook-url"))
 	}
+	return errors.Join(errs...)
+}
+
+// validateServing checks the addresses the controller serves on.
+func (f *controllerFlags) validateServing() []error {
+	var errs []error
+	for flag, addr := range map[string]string{"--metrics-bind-address": f.metricsAddress, "--health-probe-bind-address": f.healthAddress} {
+		if err := checkBindAddress(flag, addr); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if f.profiling && f.metricsAddress == "0" {
 		errs = append(errs, errors.New("--profiling serves on --metrics-bind-address, which is 0 (off): give it an address"))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // validatePools checks the flags for NodePools with providers.

@@ -38,7 +38,7 @@ func WriteFile(path string, t Timeline) error {
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a no-op
 	if err := Write(tmp, t); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {

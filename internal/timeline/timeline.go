@@ -81,89 +81,108 @@ func FromDrain(title string, steps []drain.Progress, report *drain.Report) Timel
 			start = s.Time
 		}
 	}
-	end := report.FinishedAt
-	at := func(t time.Time) *float64 {
-		v := max(t.Sub(start).Seconds(), 0)
-		return &v
-	}
+	b := &builder{start: start, lanes: map[string]*Lane{}, bars: map[string]map[string]*Bar{}}
 	tl := Timeline{Title: title, Start: start.UTC().Format(time.RFC3339)}
-	if !end.IsZero() {
-		tl.Seconds = max(end.Sub(start).Seconds(), 0)
+	if !report.FinishedAt.IsZero() {
+		tl.Seconds = max(report.FinishedAt.Sub(start).Seconds(), 0)
 	}
 	if report.Deadline != nil {
-		tl.Deadline = at(*report.Deadline)
-	}
-	lanes := map[string]*Lane{}
-	bars := map[string]map[string]*Bar{}
-	lane := func(node string) *Lane {
-		if l, ok := lanes[node]; ok {
-			return l
-		}
-		l := &Lane{Node: node, Started: -1}
-		lanes[node], bars[node] = l, map[string]*Bar{}
-		return l
-	}
-	bar := func(node, pod string) *Bar {
-		lane(node)
-		if b, ok := bars[node][pod]; ok {
-			return b
-		}
-		b := &Bar{Pod: pod}
-		bars[node][pod] = b
-		return b
+		tl.Deadline = b.at(*report.Deadline)
 	}
 	for _, s := range steps {
-		t := at(s.Time)
-		tl.Seconds = max(tl.Seconds, *t)
-		switch s.Kind {
-		case drain.ProgressNodeStarted:
-			if l := lane(s.Node); l.Started < 0 {
-				l.Started = *t
-			}
-		case drain.ProgressCordoned:
-			lane(s.Node).Cordoned = t
-		case drain.ProgressNodeFinished:
-			lane(s.Node).Finished = t
-		case drain.ProgressBlocked:
-			b := bar(s.Node, s.Pod)
-			if b.Blocked == nil {
-				b.Blocked = t
-			}
-			b.Reason, b.Message, b.PDB = string(s.Reason), s.Message, s.PDB
-		case drain.ProgressEvicting:
-			b := bar(s.Node, s.Pod)
-			b.Asked, b.PDB = t, s.PDB
-		case drain.ProgressForced:
-			b := bar(s.Node, s.Pod)
-			b.Asked, b.Forced, b.Reason, b.Message = t, true, string(s.Reason), s.Message
-		case drain.ProgressGone:
-			bar(s.Node, s.Pod).Gone = t
-		}
+		tl.Seconds = max(tl.Seconds, *b.at(s.Time))
+		b.step(s)
 	}
-	for _, n := range report.Nodes {
-		l := lane(n.Name)
-		l.Outcome, l.Message = string(n.Outcome), n.Message
-		for _, p := range n.Pods {
-			b := bar(n.Name, p.Namespace+"/"+p.Name)
-			b.Outcome = string(p.Outcome)
-			if p.Reason != "" {
-				b.Reason, b.Message = string(p.Reason), p.Message
-			}
-			if p.PDB != "" {
-				b.PDB = p.PDB
-			}
-		}
-	}
-	for _, node := range sortedKeys(lanes) {
-		l := lanes[node]
+	b.report(report)
+	for _, node := range sortedKeys(b.lanes) {
+		l := b.lanes[node]
 		l.Started = max(l.Started, 0)
-		for _, pod := range sortedKeys(bars[node]) {
-			l.Pods = append(l.Pods, *bars[node][pod])
+		for _, pod := range sortedKeys(b.bars[node]) {
+			l.Pods = append(l.Pods, *b.bars[node][pod])
 		}
-		slices.SortStableFunc(l.Pods, func(a, b Bar) int { return compareFirst(a, b) })
+		slices.SortStableFunc(l.Pods, compareFirst)
 		tl.Lanes = append(tl.Lanes, *l)
 	}
 	return tl
+}
+
+// builder gathers lanes and bars as the steps come.
+type builder struct {
+	start time.Time
+	lanes map[string]*Lane
+	bars  map[string]map[string]*Bar
+}
+
+// at is t in seconds from the start.
+func (b *builder) at(t time.Time) *float64 {
+	v := max(t.Sub(b.start).Seconds(), 0)
+	return &v
+}
+
+func (b *builder) lane(node string) *Lane {
+	if l, ok := b.lanes[node]; ok {
+		return l
+	}
+	l := &Lane{Node: node, Started: -1}
+	b.lanes[node], b.bars[node] = l, map[string]*Bar{}
+	return l
+}
+
+func (b *builder) bar(node, pod string) *Bar {
+	b.lane(node)
+	if bar, ok := b.bars[node][pod]; ok {
+		return bar
+	}
+	bar := &Bar{Pod: pod}
+	b.bars[node][pod] = bar
+	return bar
+}
+
+// step records one progress step.
+func (b *builder) step(s drain.Progress) {
+	t := b.at(s.Time)
+	switch s.Kind {
+	case drain.ProgressNodeStarted:
+		if l := b.lane(s.Node); l.Started < 0 {
+			l.Started = *t
+		}
+	case drain.ProgressCordoned:
+		b.lane(s.Node).Cordoned = t
+	case drain.ProgressNodeFinished:
+		b.lane(s.Node).Finished = t
+	case drain.ProgressBlocked:
+		bar := b.bar(s.Node, s.Pod)
+		if bar.Blocked == nil {
+			bar.Blocked = t
+		}
+		bar.Reason, bar.Message, bar.PDB = string(s.Reason), s.Message, s.PDB
+	case drain.ProgressEvicting:
+		bar := b.bar(s.Node, s.Pod)
+		bar.Asked, bar.PDB = t, s.PDB
+	case drain.ProgressForced:
+		bar := b.bar(s.Node, s.Pod)
+		bar.Asked, bar.Forced, bar.Reason, bar.Message = t, true, string(s.Reason), s.Message
+	case drain.ProgressGone:
+		b.bar(s.Node, s.Pod).Gone = t
+	}
+}
+
+// report adds the outcomes, and the pods that never took a step.
+func (b *builder) report(r *drain.Report) {
+	for _, n := range r.Nodes {
+		l := b.lane(n.Name)
+		l.Outcome, l.Message = string(n.Outcome), n.Message
+		for _, p := range n.Pods {
+			bar := b.bar(n.Name, p.Namespace+"/"+p.Name)
+			bar.Outcome = string(p.Outcome)
+			if p.Reason != "" {
+				bar.Reason, bar.Message = string(p.Reason), p.Message
+			}
+			if p.PDB != "" {
+				bar.PDB = p.PDB
+			}
+		}
+	}
 }
 
 // compareFirst orders bars by when their pod was first refused or asked to
