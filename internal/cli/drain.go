@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -180,8 +181,12 @@ func runDrain(ctx context.Context, out, errOut io.Writer, f *drainFlags, args []
 		}
 	}
 	progress := newProgressPrinter(errOut, clk)
-	steps := &timeline.Recorder{}
-	hooks := drain.Hooks{Observer: drain.ObserverFunc(func(p drain.Progress) { progress.Observe(p); steps.Observe(p) })}
+	hooks := drain.Hooks{Observer: progress}
+	var steps *timeline.Recorder
+	if f.timeline != "" {
+		steps = &timeline.Recorder{}
+		hooks.Observer = drain.ObserverFunc(func(p drain.Progress) { progress.Observe(p); steps.Observe(p) })
+	}
 	if !opts.DryRun {
 		hooks.Recorder = kube.NewRecorder(client, clk, "sluice-drain")
 	}
@@ -192,31 +197,33 @@ func runDrain(ctx context.Context, out, errOut io.Writer, f *drainFlags, args []
 	stopProgress := progress.start()
 	report, err := d.Drain(ctx, nodes)
 	stopProgress()
-	if report != nil && f.timeline != "" {
-		if err := writeTimeline(f.timeline, "sluice drain "+describeNodes(nodes), steps, report); err != nil {
-			return err
-		}
-		fmt.Fprintf(errOut, "timeline: %s\n", f.timeline)
-	}
-	if report != nil {
-		if format.structured() {
-			if encErr := writeStructured(out, format, report); encErr != nil {
-				return encErr
-			}
-		} else {
-			writeReport(out, report, format == outputWide)
-		}
-	}
-	if err != nil {
+	if report == nil {
 		return fmt.Errorf("draining: %w", err)
 	}
-	switch {
-	case report.Failed():
-		return exitError{code: ExitError, err: fmt.Errorf("the drain could not run on some nodes (see the report)")}
-	case !report.Drained():
-		return exitError{code: ExitBlocked, err: fmt.Errorf("some pods could not leave (see the report)")}
+	if format.structured() {
+		if encErr := writeStructured(out, format, report); encErr != nil {
+			return encErr
+		}
+	} else {
+		writeReport(out, report, format == outputWide)
 	}
-	return nil
+	// The picture comes after the report: failing to write it loses
+	// nothing else, and the drain's own outcome decides the exit status.
+	var pictureErr error
+	if steps != nil {
+		if pictureErr = writeTimeline(f.timeline, "sluice drain "+describeNodes(nodes), steps, report); pictureErr == nil {
+			fmt.Fprintf(errOut, "timeline: %s\n", f.timeline)
+		}
+	}
+	switch {
+	case err != nil:
+		return errors.Join(fmt.Errorf("draining: %w", err), pictureErr)
+	case report.Failed():
+		return exitError{code: ExitError, err: errors.Join(errors.New("the drain could not run on some nodes (see the report)"), pictureErr)}
+	case !report.Drained():
+		return exitError{code: ExitBlocked, err: errors.Join(errors.New("some pods could not leave (see the report)"), pictureErr)}
+	}
+	return pictureErr
 }
 
 // parseSelector reads the label selector given to --flag (selector,
