@@ -47,7 +47,7 @@ const (
 )
 
 // BenchmarkControllerAtScale runs `sluice controller` as its own process
-// (chart defaults: 16 workers, a 200 QPS client, no leader election)
+// (chart defaults: 64 workers, a 200 QPS client, no leader election)
 // against N nodes and 30 pods a node, and measures what it costs at rest
 // and how quickly it still reacts. Once its caches have synced and its queue
 // is empty it is left alone for 60 s: its API requests come from its own
@@ -927,7 +927,7 @@ func reportAtScale(b *testing.B, cl *scaleCluster, c *controllerProcess, idle id
 	}
 	minutes := idle.window.Minutes()
 	reads, writes := idle.requests.reads(), idle.requests.writes()
-	printTable(fmt.Sprintf("controller at scale: %d nodes, %d pods, budgets maxUnavailable 10%%, `sluice controller` as its own process (16 workers), idle %s after its caches synced and its queue emptied; watches renew every 5-10 min, which one minute may miss",
+	printTable(fmt.Sprintf("controller at scale: %d nodes, %d pods, budgets maxUnavailable 10%%, `sluice controller` as its own process (64 workers), idle %s after its caches synced and its queue emptied; watches renew every 5-10 min, which one minute may miss",
 		cl.nodes, cl.pods, idle.window), [][]string{
 		{"", "measured", "target"},
 		{"API reads while idle (gets, lists, watches opened)", fmt.Sprintf("%.2f/s (%.0f/min)", reads/idle.window.Seconds(), reads/minutes), "<= 1/s"},

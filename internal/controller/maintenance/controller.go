@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,7 +96,8 @@ func NewController(kube client.Client, live client.Reader, clk clock.WithTicker,
 }
 
 // SetupWithManager watches nodes, and NodePools when the cluster serves them,
-// reconciling up to workers nodes at once. Only nodes that carry a
+// reconciling up to workers nodes at once, from a priority queue in which a
+// node with a new event goes first. Only nodes that carry a
 // maintenance report or the controller's record are queued, and only when
 // something the controller reads of them changed: there is no periodic
 // resync, so an idle cluster costs nothing and a new event never waits
@@ -103,11 +105,12 @@ func NewController(kube client.Client, live client.Reader, clk clock.WithTicker,
 func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int, watchPools bool) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("maintenance").
-		For(&corev1.Node{}, builder.WithPredicates(nodeChanges())).
+		// A node with a new event goes ahead of the others (PriorityNewEvent).
+		Watches(&corev1.Node{}, nodeEnqueuer{}, builder.WithPredicates(nodeChanges())).
 		// A pod opting in to eviction before a Freeze wakes its node.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podsNode), builder.WithPredicates(optInChanges())).
 		WatchesRawSource(source.Channel(c.wake, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)})
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1), UsePriorityQueue: ptr.To(true)})
 	if watchPools {
 		b = b.Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodesWithMaintenance),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})) // not every status write
