@@ -208,6 +208,7 @@ func TestValuesSchemaRefusesTypos(t *testing.T) {
 		{"controller.providers={aws}", "/controller/providers/0"},
 		{"monitoring.serviceMonitr.enabled=true", "serviceMonitr"},
 		{"agent.pollInterval=1 second", "/agent/pollInterval"},
+		{"controller.timelineRetention=1 day", "/controller/timelineRetention"},
 		{"controller.metricsPort=70000", "/controller/metricsPort"},
 		{"controller.awsQueueURL=https://example.com/queue", "/controller/awsQueueURL"},
 	} {

@@ -2,10 +2,12 @@ package chart_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +111,11 @@ func waitForCRDs(t *testing.T, env *sandboxtest.Env, plurals ...string) {
 // the agent DaemonSet become Ready (kwok runs their pods), the service
 // accounts hold what they need and not what they do not, and an upgrade
 // keeps the CRD and the NodePools.
+//
+// The release is installed from the previous chart version
+// (testdata/sluice-0.1.0.tgz, the chart as it last shipped) and upgraded to
+// this one the way the README says: the CRDs applied first (Helm never
+// upgrades a chart's crds/), then helm upgrade.
 func TestHelmInstallAndUpgrade(t *testing.T) {
 	helms := chart.Helms(t)
 	sandboxtest.New(t).CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("helm"), 2))
@@ -126,7 +133,7 @@ func TestHelmInstallAndUpgrade(t *testing.T) {
 func installAndUpgrade(t *testing.T, env *sandboxtest.Env, bin string) {
 	kc := env.Sandbox.Kubeconfig()
 	ns := env.Namespace
-	chart.HelmWith(t, bin, "install", "sluice", ".", "-n", ns, "--kubeconfig", kc, "--wait", "--timeout", "3m")
+	chart.HelmWith(t, bin, "install", "sluice", previousChart, "-n", ns, "--kubeconfig", kc, "--wait", "--timeout", "3m")
 	uninstall := func() { _ = exec.Command(bin, "uninstall", "sluice", "-n", ns, "--kubeconfig", kc, "--wait").Run() }
 	defer uninstall()
 	ctx := context.Background()
@@ -179,8 +186,25 @@ func installAndUpgrade(t *testing.T, env *sandboxtest.Env, bin string) {
 		t.Fatalf("creating a NodePool: %v", err)
 	}
 	t.Cleanup(func() { _ = pools.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	canKeepTimelines := func() bool {
+		_, err := kubectl(t, env, "", "auth", "can-i", "--quiet", "patch", "configmaps", "-n", ns, "--as", "system:serviceaccount:"+ns+":sluice-controller")
+		return err == nil
+	}
+	if canKeepTimelines() {
+		t.Errorf("the previous release's controller may patch configmaps in %s; only this version needs it", ns)
+	}
+	if out, err := kubectl(t, env, "", "apply", "--server-side", "--force-conflicts", "-f", "crds/"); err != nil {
+		t.Fatalf("applying this version's CRDs: %v\n%s", err, out)
+	}
 	chart.HelmWith(t, bin, "upgrade", "sluice", ".", "-n", ns, "--kubeconfig", kc, "--wait", "--timeout", "3m",
 		"--set", "controller.replicas=1", "--set", "controller.workers=8")
+	if got := releaseChart(t, bin, kc, ns); got != "sluice-"+chartVersion(t) {
+		t.Errorf("the release runs chart %s after the upgrade; want sluice-%s", got, chartVersion(t))
+	}
+	// What this version added: the controller keeps its drains' timelines.
+	if !canKeepTimelines() {
+		t.Errorf("after the upgrade the controller may not patch configmaps in %s (its drains' timelines)", ns)
+	}
 	if _, err := pools.Get(ctx, name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the NodePool after helm upgrade: %v", err)
 	}
@@ -191,6 +215,47 @@ func installAndUpgrade(t *testing.T, env *sandboxtest.Env, bin string) {
 		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "sluice-controller", metav1.GetOptions{})
 		return err == nil && d.Status.ReadyReplicas == 1 && d.Status.Replicas == 1 && containsArg(d, "--workers=8"), nil
 	})
+}
+
+// previousChart is the chart as it last shipped, which the install test
+// upgrades from.
+const previousChart = "testdata/sluice-0.1.0.tgz"
+
+// releaseChart is the chart (name-version) the release runs, as helm lists it.
+func releaseChart(t *testing.T, bin, kubeconfig, ns string) string {
+	t.Helper()
+	out, err := exec.Command(bin, "list", "-n", ns, "--kubeconfig", kubeconfig, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("helm list: %v", err)
+	}
+	var releases []struct {
+		Name  string `json:"name"`
+		Chart string `json:"chart"`
+	}
+	if err := json.Unmarshal(out, &releases); err != nil {
+		t.Fatalf("helm list -o json: %v\n%s", err, out)
+	}
+	for _, r := range releases {
+		if r.Name == "sluice" {
+			return r.Chart
+		}
+	}
+	t.Fatalf("helm list has no release sluice:\n%s", out)
+	return ""
+}
+
+// chartVersion is this chart's version, from Chart.yaml.
+func chartVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^version: (\S+)$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("Chart.yaml has no version line")
+	}
+	return string(m[1])
 }
 
 func readyOf(d *appsv1.Deployment) int32 {

@@ -62,6 +62,8 @@ type controllerFlags struct {
 	profiling       bool
 	registration    time.Duration
 	validation      time.Duration
+	// timelineRetention: how long each node's last drain timeline is kept.
+	timelineRetention time.Duration
 }
 
 // The controller's defaults: a node's reconcile is a cache read and one
@@ -100,7 +102,7 @@ func newControllerCommand() *cobra.Command {
 	f.logs.addFlags(fs)
 	host, _ := os.Hostname()
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "hold a Lease so only one replica acts")
-	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", envOr("POD_NAMESPACE", "sluice-system"), "namespace of the leader-election Lease (env POD_NAMESPACE)")
+	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", envOr("POD_NAMESPACE", "sluice-system"), "the controller's namespace: its leader-election Lease and its drains' timelines (env POD_NAMESPACE)")
 	fs.StringVar(&f.leaseName, "leader-election-id", "sluice-controller", "name of the leader-election Lease")
 	fs.DurationVar(&f.leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long a lost leader's Lease stays valid")
 	fs.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before giving up")
@@ -121,6 +123,7 @@ func newControllerCommand() *cobra.Command {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report (NodePool status, WouldAct and WouldReplace Events, logs) what would be done about maintenance events, drift, expiry and deleted nodes, and change no node or machine")
 	fs.DurationVar(&f.registration, "registration-timeout", 10*time.Minute, "how long a replacement machine may take to become a Ready node before it is given up and deleted (the old node stays in service)")
 	fs.DurationVar(&f.validation, "consolidation-validation-delay", 15*time.Second, "how long a consolidation decision waits before a second pass must make it again for it to be carried out (the cluster may have moved)")
+	fs.DurationVar(&f.timelineRetention, "timeline-retention", 24*time.Hour, "keep each node's last drain as a timeline (ConfigMap sluice-timeline-NODE in --leader-election-namespace) this long after it ends (pruned hourly), for `sluice explain node NODE --timeline`; 0 keeps none and deletes those kept before")
 	fs.StringVar(&f.podNamespace, "pod-namespace", envOr("POD_NAMESPACE", ""), "namespace of the controller's own pod, evicted last when it runs on a node it drains (env POD_NAMESPACE)")
 	return cmd
 }
@@ -151,6 +154,12 @@ func (f *controllerFlags) validate() error {
 	}
 	if f.maxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("--max-in-flight %d: must be at least 1", f.maxInFlight))
+	}
+	switch {
+	case f.timelineRetention < 0:
+		errs = append(errs, fmt.Errorf("--timeline-retention %s: must not be negative (0 keeps no timelines)", f.timelineRetention))
+	case f.leaseNamespace == "" && !f.leaderElect: // with leader election, refused above
+		errs = append(errs, errors.New("--leader-election-namespace is empty: the controller keeps its Lease and its drains' timelines there; name it"))
 	}
 	errs = append(errs, f.validatePools()...)
 	if f.awsQueueURL != "" && !sqsURL.MatchString(f.awsQueueURL) {
@@ -232,6 +241,8 @@ func runController(ctx context.Context, f *controllerFlags) error {
 
 		RegistrationTimeout:          f.registration,
 		ConsolidationValidationDelay: f.validation,
+		TimelineNamespace:            f.leaseNamespace,
+		TimelineRetention:            f.timelineRetention,
 	}
 	if f.webhookURL != "" {
 		body, err := readTemplate(f.webhookTemplate)

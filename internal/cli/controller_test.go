@@ -17,6 +17,8 @@ func TestControllerFlagsRefuseBadInput(t *testing.T) {
 		{[]string{"--providers", "gcp-mig"}, `--providers "gcp-mig": sluice knows [kwok aws-asg azure-vmss]`},
 		{[]string{"--workers", "0"}, "--workers 0: must be at least 1"},
 		{[]string{"--profiling", "--metrics-bind-address", "0"}, "--profiling serves on --metrics-bind-address, which is 0 (off)"},
+		{[]string{"--timeline-retention", "-1h"}, "--timeline-retention -1h0m0s: must not be negative"},
+		{[]string{"--leader-elect=false", "--leader-election-namespace", ""}, "--leader-election-namespace is empty: the controller keeps its Lease and its drains' timelines there"},
 	} {
 		cmd := newControllerCommand()
 		cmd.SetArgs(append(tt.args, "--identity", "test"))

@@ -29,7 +29,7 @@ import (
 
 func newExplainCommand() *cobra.Command {
 	var client kube.ClientFlags
-	var output string
+	var output, picture, controllerNamespace string
 	cmd := &cobra.Command{
 		Use:   "explain node NODE",
 		Short: "Say why sluice is or is not disrupting a node, what holds it, and what would let it go",
@@ -41,9 +41,15 @@ expires, what protects it, and what the budget for its reason allows now and whe
 It ends with a verdict: will be replaced, waits for the budget, protected, paused, reported only.
 It needs no controller running.
 
-Exit status: 0 success, 1 an error (such as a node that does not exist).`,
+--timeline FILE.html draws the node's last drain by the controller (a maintenance event, expiry,
+drift, consolidation, an upgrade) as the page ` + "`sluice drain --timeline`" + ` writes: the controller
+keeps it in the ConfigMap sluice-timeline-NODE of its namespace for --timeline-retention (24h).
+It works for a node that no longer exists, such as a preempted spot node.
+
+Exit status: 0 success, 1 an error (such as a node that does not exist, or no timeline kept).`,
 		Example: `  sluice explain node aks-user-12345678-vmss000002
-  sluice explain node aks-user-12345678-vmss000002 -o json`,
+  sluice explain node aks-user-12345678-vmss000002 -o json
+  sluice explain node aks-spot-12345678-vmss000007 --timeline preempted.html`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := parseOutput(output)
 			if err != nil {
@@ -53,15 +59,27 @@ Exit status: 0 success, 1 an error (such as a node that does not exist).`,
 			if err != nil {
 				return err
 			}
+			if err := checkTimelinePath(picture); err != nil {
+				return err
+			}
+			if picture != "" && controllerNamespace == "" {
+				return errors.New("--controller-namespace is empty: name the namespace sluice's controller runs in")
+			}
 			kc, dyn, err := poolClients(client)
 			if err != nil {
 				return err
 			}
-			return runExplain(cmd.Context(), cmd.OutOrStdout(), kc, dyn, name, format, clock.RealClock{}.Now())
+			err = runExplain(cmd.Context(), cmd.OutOrStdout(), kc, dyn, name, format, clock.RealClock{}.Now())
+			if picture == "" || err != nil && !errors.Is(err, errNodeNotFound) {
+				return err
+			}
+			return explainTimeline(cmd.Context(), cmd.ErrOrStderr(), kc, controllerNamespace, name, picture, err != nil)
 		},
 	}
 	client.AddFlags(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
+	cmd.Flags().StringVar(&picture, "timeline", "", "also write the node's last drain by the controller as one self-contained HTML page to this file")
+	cmd.Flags().StringVar(&controllerNamespace, "controller-namespace", "sluice-system", "the namespace sluice's controller runs in, where it keeps the drains' timelines")
 	return cmd
 }
 
@@ -83,7 +101,7 @@ func explainTarget(args []string) (string, error) {
 func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, name string, format outputFormat, now time.Time) error {
 	node, err := kc.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("node %s not found: list the nodes with `kubectl get nodes`", name)
+		return fmt.Errorf("%w: list the nodes with `kubectl get nodes`", &nodeNotFound{name})
 	}
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", name, err)

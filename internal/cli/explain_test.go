@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +146,31 @@ func TestExplainSaysWhenPoolsOverlap(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "node gpu-1 is selected by 2 node pools (gpu, gpu-twin); it follows the oldest, gpu") {
 		t.Errorf("explain does not say the pools overlap:\n%s", out.String())
+	}
+}
+
+// --timeline is checked before the cluster is read, and a drain the
+// controller did not keep is said so, naming where it looked.
+func TestExplainTimelineRefusals(t *testing.T) {
+	cmd := NewRootCommand()
+	cmd.SetArgs([]string{"explain", "node", "n1", "--timeline", "drain.txt", "--kubeconfig", "/nonexistent"})
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "name a .html file") {
+		t.Errorf("--timeline drain.txt: %v; want a refusal before the cluster", err)
+	}
+
+	kc, _ := cluster(t)
+	page := t.TempDir() + "/n.html"
+	err := explainTimeline(context.Background(), &bytes.Buffer{}, kc, "sluice-system", "gpu-1", page, false)
+	if err == nil || !strings.Contains(err.Error(), "no ConfigMap sluice-system/sluice-timeline-gpu-1") || !strings.Contains(err.Error(), "sluice drain --timeline") {
+		t.Errorf("no kept timeline: %v; want where it looked and how a CLI drain draws its own", err)
+	}
+	err = explainTimeline(context.Background(), &bytes.Buffer{}, kc, "sluice-system", "nope", page, true)
+	if err == nil || !strings.Contains(err.Error(), "node nope not found, and the controller keeps no drain of it in namespace sluice-system") {
+		t.Errorf("a missing node without a timeline: %v", err)
+	}
+	if _, statErr := os.Stat(page); !os.IsNotExist(statErr) {
+		t.Errorf("a page was written without a timeline: %v", statErr)
 	}
 }

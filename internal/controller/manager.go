@@ -46,6 +46,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/termination"
+	"github.com/sluice-dev/sluice/internal/timeline"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
@@ -94,6 +95,13 @@ type Options struct {
 	// ConsolidationValidationDelay is how long a consolidation decision
 	// waits for a second pass to confirm it; default 15 s.
 	ConsolidationValidationDelay time.Duration
+
+	// TimelineNamespace and TimelineRetention: every drain's timeline is
+	// kept as a ConfigMap in that namespace for that long after the drain,
+	// pruned hourly (`sluice explain node NODE --timeline`); 0 keeps none
+	// and deletes those kept before; "" leaves ConfigMaps alone.
+	TimelineNamespace string
+	TimelineRetention time.Duration
 
 	Webhook *maintenance.Webhook
 	// Leading is more work that runs on the leader only (the AWS queue
@@ -193,6 +201,17 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	}
 	if err := mgr.Add(queue); err != nil {
 		return nil, fmt.Errorf("adding the termination queue: %w", err)
+	}
+	if opts.TimelineNamespace != "" && !opts.DryRun {
+		// With no retention nothing is kept, and what an earlier run kept
+		// is deleted at the first pruning.
+		store := timeline.NewStore(clientset, opts.TimelineNamespace, opts.TimelineRetention, opts.Clock, opts.Log.With("component", "timelines"))
+		if opts.TimelineRetention > 0 {
+			queue.KeepTimelines(store)
+		}
+		if err := mgr.Add(store); err != nil {
+			return nil, fmt.Errorf("adding the timelines' pruning: %w", err)
+		}
 	}
 	if err := provider.Register(opts.Registry); err != nil {
 		return nil, fmt.Errorf("registering the provider metrics: %w", err)

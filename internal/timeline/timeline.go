@@ -16,19 +16,43 @@ import (
 
 // Recorder keeps a drain's progress, for a timeline once it is over. It is
 // a drain.Observer and safe for the drain's goroutines.
+//
+// A pod refused again and again for changing reasons (the drain engine
+// reports a refusal when its reason changes) is kept as two steps, its first
+// refusal and its latest, which is all the picture draws: a long drain's
+// record grows with its pods, not with its retries.
 type Recorder struct {
 	mu    sync.Mutex
 	steps []drain.Progress
+	// refused: per pod (node and name), the index of its latest refusal
+	// after the first, or -1 while it has been refused once.
+	refused map[string]int
 }
 
 // Observe keeps one step.
 func (r *Recorder) Observe(p drain.Progress) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if p.Kind == drain.ProgressBlocked {
+		if r.refused == nil {
+			r.refused = map[string]int{}
+		}
+		key := p.Node + "\x00" + p.Pod
+		switch i, seen := r.refused[key]; {
+		case !seen:
+			r.refused[key] = -1
+		case i < 0:
+			r.refused[key] = len(r.steps)
+		default:
+			r.steps[i] = p
+			return
+		}
+	}
 	r.steps = append(r.steps, p)
 }
 
-// Steps returns the steps kept so far, in the order they came.
+// Steps returns the steps kept so far, in the order they came (a pod's
+// latest refusal in the place of its second).
 func (r *Recorder) Steps() []drain.Progress {
 	r.mu.Lock()
 	defer r.mu.Unlock()

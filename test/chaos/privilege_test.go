@@ -42,7 +42,14 @@ var controllerNeeds = map[string][]string{
 	"nodepools.sluice.dev/status": {"patch"},
 	// Leader election, in the controller's own namespace only.
 	"leases.coordination.k8s.io": {"create", "get", "update"},
+	// Each node's last drain timeline (server-side apply creates and
+	// patches; the hourly pruning lists and deletes), in the controller's
+	// own namespace only.
+	"configmaps": {"create", "delete", "list", "patch"},
 }
+
+// ownNamespaceOnly are the needs granted in the controller's namespace only.
+var ownNamespaceOnly = []string{"leases.coordination.k8s.io", "configmaps"}
 
 // everyoneMay is what every authenticated identity may do in a cluster
 // (the system:basic-user and system:discovery roles).
@@ -73,7 +80,7 @@ func TestControllerLeastPrivilege(t *testing.T) {
 				continue
 			}
 			want, known := controllerNeeds[resource]
-			if resource == "leases.coordination.k8s.io" && ns != controllerNamespace {
+			if slices.Contains(ownNamespaceOnly, resource) && ns != controllerNamespace {
 				want, known = nil, false
 			}
 			if !known || !slices.Equal(verbs, want) {
@@ -81,7 +88,7 @@ func TestControllerLeastPrivilege(t *testing.T) {
 			}
 		}
 		for resource, verbs := range controllerNeeds {
-			if resource == "leases.coordination.k8s.io" && ns != controllerNamespace {
+			if slices.Contains(ownNamespaceOnly, resource) && ns != controllerNamespace {
 				continue
 			}
 			if got := granted[resource]; !slices.Equal(got, verbs) {

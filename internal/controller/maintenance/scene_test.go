@@ -134,6 +134,9 @@ func startControllerWithRegistry(t *testing.T, env *sandboxtest.Env, reg *promet
 		Log:             logger(t).With("component", "controller"),
 		Registry:        reg,
 		SeveralManagers: true,
+		// Every drain's timeline is kept, in the test's namespace.
+		TimelineNamespace: env.Namespace,
+		TimelineRetention: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sluice-dev/sluice/internal/timeline"
+)
+
+// errNodeNotFound is what runExplain returns for a node that does not exist
+// (wrapped in a nodeNotFound naming it).
+var errNodeNotFound = errors.New("node not found")
+
+type nodeNotFound struct{ node string }
+
+func (e *nodeNotFound) Error() string { return "node " + e.node + " not found" }
+
+func (e *nodeNotFound) Is(target error) bool { return target == errNodeNotFound }
+
+// explainTimeline writes the node's last drain by the controller to path.
+// gone says the node no longer exists: the explanation could not be given,
+// and the timeline is what is left of it.
+func explainTimeline(ctx context.Context, errOut io.Writer, kc kubernetes.Interface, namespace, node, path string, gone bool) error {
+	kept, err := timeline.Load(ctx, kc, namespace, node)
+	switch {
+	case errors.Is(err, timeline.ErrNotFound) && gone:
+		return fmt.Errorf("node %s not found, and the controller keeps no drain of it in namespace %s (--controller-namespace): list the nodes with `kubectl get nodes`", node, namespace)
+	case errors.Is(err, timeline.ErrNotFound):
+		return fmt.Errorf("--timeline: %w; the controller keeps each node's last drain for --timeline-retention (24h) in its namespace (--controller-namespace %s). A drain by `sluice drain` draws its own with `sluice drain --timeline`", err, namespace)
+	case err != nil:
+		return fmt.Errorf("--timeline: %w", err)
+	}
+	if err := timeline.WriteFile(path, kept.Timeline); err != nil {
+		return fmt.Errorf("--timeline: %w", err)
+	}
+	when := "at an unknown time"
+	if !kept.Ended.IsZero() {
+		when = "at " + kept.Ended.UTC().Format(time.RFC3339)
+	}
+	if gone {
+		fmt.Fprintf(errOut, "node %s no longer exists; ", node)
+	}
+	fmt.Fprintf(errOut, "timeline: %s (the %s drain of %s that ended %s)\n", path, kept.Reason, node, when)
+	return nil
+}
