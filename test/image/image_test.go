@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +21,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -32,8 +37,13 @@ func TestImageLayout(t *testing.T) {
 		t.Skip("builds sluice for two platforms")
 	}
 	out := filepath.Join(t.TempDir(), "image")
+	// A registry on loopback (go-containerregistry's, in memory) takes the
+	// push IMAGE asks for.
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(reg.Close)
+	pushTo := strings.TrimPrefix(reg.URL, "http://") + "/sluice-dev/sluice:v0.0.0-test"
 	cmd := exec.Command("../../hack/image/build.sh", "v0.0.0-test")
-	cmd.Env = append(os.Environ(), "OUT="+out, "COMMIT=abc1234")
+	cmd.Env = append(os.Environ(), "OUT="+out, "COMMIT=abc1234", "IMAGE="+pushTo)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -72,6 +82,54 @@ func TestImageLayout(t *testing.T) {
 	slices.Sort(platforms)
 	if !slices.Equal(platforms, []string{"linux/amd64", "linux/arm64"}) {
 		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", platforms)
+	}
+	checkPushed(t, pushTo, idx, stdout.String())
+}
+
+// checkPushed reads the pushed index back from the registry: the same
+// digest as the layout's, every platform's image and layers there.
+func checkPushed(t *testing.T, ref string, local v1.ImageIndex, printed string) {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := remote.Index(r)
+	if err != nil {
+		t.Fatalf("reading %s back from the registry: %v", ref, err)
+	}
+	want, err := local.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pushed.Digest()
+	if err != nil || got != want {
+		t.Fatalf("the registry holds %s (%v); the layout's index is %s", got, err, want)
+	}
+	if !strings.Contains(printed, "pushed\t"+r.Context().String()+"@"+want.String()) {
+		t.Errorf("build.sh did not say what it pushed:\n%s", printed)
+	}
+	manifest, err := pushed.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range manifest.Manifests {
+		img, err := pushed.Image(d.Digest)
+		if err != nil {
+			t.Fatalf("%s: %v", d.Digest, err)
+		}
+		layers, err := img.Layers()
+		if err != nil || len(layers) != 1 {
+			t.Fatalf("%s: %d layers (%v); want 1", d.Digest, len(layers), err)
+		}
+		rc, err := layers[0].Compressed()
+		if err == nil {
+			_, err = io.Copy(io.Discard, rc) // the digest is checked as it is read
+			_ = rc.Close()
+		}
+		if err != nil {
+			t.Errorf("%s: the layer's blob is not in the registry: %v", d.Digest, err)
+		}
 	}
 }
 
