@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -118,6 +119,33 @@ type Options struct {
 	SeveralManagers bool
 }
 
+// terminationQueue builds the queue every drain goes through, keeping the
+// drains' timelines when asked, and adds it (and the timelines' pruning) to
+// the manager.
+func terminationQueue(mgr manager.Manager, clientset kubernetes.Interface, shared *drain.Shared, recorder record.EventRecorder, opts Options) (*termination.Queue, error) {
+	queue, err := termination.New(clientset, opts.Clock, shared, opts.Limits, opts.Identity, recorder,
+		termination.NewMetrics(opts.Registry), opts.Log.With("component", "termination"))
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(queue); err != nil {
+		return nil, fmt.Errorf("adding the termination queue: %w", err)
+	}
+	if opts.TimelineNamespace == "" || opts.DryRun {
+		return queue, nil
+	}
+	// With no retention nothing is kept, and what an earlier run kept is
+	// deleted at the first pruning.
+	store := timeline.NewStore(clientset, opts.TimelineNamespace, opts.TimelineRetention, opts.Clock, opts.Log.With("component", "timelines"))
+	if opts.TimelineRetention > 0 {
+		queue.KeepTimelines(store)
+	}
+	if err := mgr.Add(store); err != nil {
+		return nil, fmt.Errorf("adding the timelines' pruning: %w", err)
+	}
+	return queue, nil
+}
+
 // Machines makes and deletes pools' machines (internal/provider.Set).
 type Machines interface {
 	nodepool.Machines
@@ -194,24 +222,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 			return nil, fmt.Errorf("adding leader work (the webhook, the AWS queue reader): %w", err)
 		}
 	}
-	queue, err := termination.New(clientset, opts.Clock, shared, opts.Limits, opts.Identity, recorder,
-		termination.NewMetrics(opts.Registry), opts.Log.With("component", "termination"))
+	queue, err := terminationQueue(mgr, clientset, shared, recorder, opts)
 	if err != nil {
 		return nil, err
-	}
-	if err := mgr.Add(queue); err != nil {
-		return nil, fmt.Errorf("adding the termination queue: %w", err)
-	}
-	if opts.TimelineNamespace != "" && !opts.DryRun {
-		// With no retention nothing is kept, and what an earlier run kept
-		// is deleted at the first pruning.
-		store := timeline.NewStore(clientset, opts.TimelineNamespace, opts.TimelineRetention, opts.Clock, opts.Log.With("component", "timelines"))
-		if opts.TimelineRetention > 0 {
-			queue.KeepTimelines(store)
-		}
-		if err := mgr.Add(store); err != nil {
-			return nil, fmt.Errorf("adding the timelines' pruning: %w", err)
-		}
 	}
 	if err := provider.Register(opts.Registry); err != nil {
 		return nil, fmt.Errorf("registering the provider metrics: %w", err)

@@ -194,5 +194,5 @@ func (s *Store) Start(ctx context.Context) error {
 	}
 }
 
-// NeedLeaderElection: only the leader prunes.
+// NeedLeaderElection says only the leader prunes.
 func (s *Store) NeedLeaderElection() bool { return true }
