@@ -44,6 +44,8 @@ step "kubectl wait --for=delete node/$spot --timeout=60s"
 kubectl wait --for=delete "node/$spot" --timeout=60s || true
 run events "$spot"
 run kubectl get pods -n shop -l app=worker -o wide
+echo "# The node is gone, its drain is not: the controller keeps each node's last drain for a day."
+run $sluice explain node "$spot" --timeline "${TMPDIR:-/tmp}/sluice-preempted.html"
 
 echo
 echo "# A Redeploy of a user node, announced 2 minutes ahead. The VM keeps its disk, so by default"

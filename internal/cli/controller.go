@@ -71,9 +71,11 @@ type controllerFlags struct {
 // saturated one); 64 of them take 100 nodes preempted within 2 s in two
 // rounds, where 16 took seven.
 const (
-	defaultWorkers  = 64
-	controllerQPS   = 200
-	controllerBurst = 400
+	defaultWorkers = 64
+	// defaultTimelineRetention: each node's last drain is kept a day.
+	defaultTimelineRetention = 24 * time.Hour
+	controllerQPS            = 200
+	controllerBurst          = 400
 	// controllerGCPercent lets the heap grow by half what is live before a
 	// collection (Go's default: by all of it); GOGC overrides it.
 	controllerGCPercent = 50
@@ -123,7 +125,7 @@ func newControllerCommand() *cobra.Command {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report (NodePool status, WouldAct and WouldReplace Events, logs) what would be done about maintenance events, drift, expiry and deleted nodes, and change no node or machine")
 	fs.DurationVar(&f.registration, "registration-timeout", 10*time.Minute, "how long a replacement machine may take to become a Ready node before it is given up and deleted (the old node stays in service)")
 	fs.DurationVar(&f.validation, "consolidation-validation-delay", 15*time.Second, "how long a consolidation decision waits before a second pass must make it again for it to be carried out (the cluster may have moved)")
-	fs.DurationVar(&f.timelineRetention, "timeline-retention", 24*time.Hour, "keep each node's last drain as a timeline (ConfigMap sluice-timeline-NODE in --leader-election-namespace) this long after it ends (pruned hourly), for `sluice explain node NODE --timeline`; 0 keeps none and deletes those kept before")
+	fs.DurationVar(&f.timelineRetention, "timeline-retention", defaultTimelineRetention, "keep each node's last drain as a timeline (ConfigMap sluice-timeline-NODE in --leader-election-namespace) this long after it ends (pruned hourly), for `sluice explain node NODE --timeline`; 0 keeps none and deletes those kept before")
 	fs.StringVar(&f.podNamespace, "pod-namespace", envOr("POD_NAMESPACE", ""), "namespace of the controller's own pod, evicted last when it runs on a node it drains (env POD_NAMESPACE)")
 	return cmd
 }

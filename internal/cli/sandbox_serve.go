@@ -152,9 +152,10 @@ func startCloudAndController(ctx context.Context, sb *sandbox.Sandbox, st *sandb
 		identity:       "sandbox-controller",
 		// The sandbox's simulated cloud makes and removes machines for
 		// NodePools that name provider kwok.
-		providers:    []string{string(v1alpha1.ProviderKwok)},
-		registration: 10 * time.Minute,
-		validation:   15 * time.Second,
+		providers:         []string{string(v1alpha1.ProviderKwok)},
+		registration:      10 * time.Minute,
+		validation:        15 * time.Second,
+		timelineRetention: defaultTimelineRetention,
 	}
 	go func() {
 		if err := runController(ctx, f); err != nil {
