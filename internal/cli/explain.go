@@ -69,7 +69,7 @@ Exit status: 0 success, 1 an error (such as a node that does not exist, or no ti
 			if err != nil {
 				return err
 			}
-			err = runExplain(cmd.Context(), cmd.OutOrStdout(), kc, dyn, name, format, clock.RealClock{}.Now())
+			err = runExplain(cmd.Context(), cmd.OutOrStdout(), kc, dyn, name, controllerNamespace, format, clock.RealClock{}.Now())
 			if picture == "" || err != nil && !errors.Is(err, errNodeNotFound) {
 				return err
 			}
@@ -98,7 +98,7 @@ func explainTarget(args []string) (string, error) {
 	return args[1], nil
 }
 
-func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, name string, format outputFormat, now time.Time) error {
+func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, name, controllerNamespace string, format outputFormat, now time.Time) error {
 	node, err := kc.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: list the nodes with `kubectl get nodes`", &nodeNotFound{name})
@@ -151,13 +151,15 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 		// know why.
 		e.Notes = append(e.Notes, strings.Split(forErr.Error(), "\n")...)
 	}
+	last := lastDrainOf(ctx, kc, controllerNamespace, name)
 	if format.structured() {
 		return writeStructured(out, format, struct {
 			disruption.Explanation
 			Consolidation *nodeConsolidation `json:"consolidation,omitempty"`
-		}{e, consolidated})
+			LastDrain     *lastDrain         `json:"lastDrain,omitempty"`
+		}{e, consolidated, last})
 	}
-	writeExplanation(out, e, consolidated, now)
+	writeExplanation(out, e, consolidated, last, now)
 	return nil
 }
 
@@ -201,7 +203,7 @@ func (c *nodeConsolidation) line(now time.Time) string {
 
 // writeExplanation prints the facts as kubectl describe does, then the
 // verdict.
-func writeExplanation(out io.Writer, e disruption.Explanation, c *nodeConsolidation, now time.Time) {
+func writeExplanation(out io.Writer, e disruption.Explanation, c *nodeConsolidation, last *lastDrain, now time.Time) {
 	tw := tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
 	row := func(key, format string, args ...any) { fmt.Fprintf(tw, "%s:\t%s\n", key, fmt.Sprintf(format, args...)) }
 	more := func(format string, args ...any) { fmt.Fprintf(tw, "\t%s\n", fmt.Sprintf(format, args...)) }
@@ -246,6 +248,9 @@ func writeExplanation(out io.Writer, e disruption.Explanation, c *nodeConsolidat
 	}
 	if c != nil {
 		row("Consolidate", "%s", c.line(now))
+	}
+	if last != nil {
+		row("Last drain", "%s", last.line(e.Node, now))
 	}
 	list("Notes", e.Notes)
 	_ = tw.Flush()

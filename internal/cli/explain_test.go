@@ -11,8 +11,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/timeline"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
@@ -52,7 +54,7 @@ func TestExplainArgumentsBeforeTheCluster(t *testing.T) {
 
 func TestExplainNodeNotFound(t *testing.T) {
 	kc, dyn := cluster(t)
-	err := runExplain(context.Background(), &bytes.Buffer{}, kc, dyn, "nope", outputText, now)
+	err := runExplain(context.Background(), &bytes.Buffer{}, kc, dyn, "nope", "sluice-system", outputText, now)
 	if err == nil || !strings.Contains(err.Error(), "node nope not found") || !strings.Contains(err.Error(), "kubectl get nodes") {
 		t.Fatalf("error %v; want one naming the node and how to list nodes", err)
 	}
@@ -89,7 +91,7 @@ func TestExplainText(t *testing.T) {
 	} {
 		t.Run(tc.node, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := runExplain(context.Background(), &out, kc, dyn, tc.node, outputText, now); err != nil {
+			if err := runExplain(context.Background(), &out, kc, dyn, tc.node, "sluice-system", outputText, now); err != nil {
 				t.Fatal(err)
 			}
 			for _, s := range tc.says {
@@ -106,7 +108,7 @@ func TestExplainJSON(t *testing.T) {
 	explain := func(node string) (disruption.Explanation, map[string]any) {
 		t.Helper()
 		var out bytes.Buffer
-		if err := runExplain(context.Background(), &out, kc, dyn, node, outputJSON, now); err != nil {
+		if err := runExplain(context.Background(), &out, kc, dyn, node, "sluice-system", outputJSON, now); err != nil {
 			t.Fatal(err)
 		}
 		var e disruption.Explanation
@@ -141,7 +143,7 @@ func TestExplainSaysWhenPoolsOverlap(t *testing.T) {
 	}
 	kc, dyn := cluster(t, twin)
 	var out bytes.Buffer
-	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", outputText, now); err != nil {
+	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", "sluice-system", outputText, now); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "node gpu-1 is selected by 2 node pools (gpu, gpu-twin); it follows the oldest, gpu") {
@@ -172,5 +174,48 @@ func TestExplainTimelineRefusals(t *testing.T) {
 	}
 	if _, statErr := os.Stat(page); !os.IsNotExist(statErr) {
 		t.Errorf("a page was written without a timeline: %v", statErr)
+	}
+}
+
+// A drain the controller kept shows in the explanation, text and JSON, with
+// how to draw it; the page is written from it.
+func TestExplainNamesTheLastDrainKept(t *testing.T) {
+	kc, dyn := cluster(t)
+	ended := now.Add(-10 * time.Minute)
+	store := timeline.NewStore(kc, "sluice-system", time.Hour, clocktesting.NewFakeClock(ended), nil)
+	tl := timeline.Timeline{Title: "drain", Lanes: []timeline.Lane{{Node: "gpu-1", Outcome: "Drained", Pods: []timeline.Bar{{Pod: "ns/a"}, {Pod: "ns/b"}}}}}
+	if err := store.Save(context.Background(), "gpu-1", "Expired", tl); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", "sluice-system", outputText, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Last drain:") || !strings.Contains(out.String(), "Expired, Drained (2 pods), ended") ||
+		!strings.Contains(out.String(), "sluice explain node gpu-1 --timeline FILE.html") {
+		t.Errorf("the explanation does not name the last drain:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", "sluice-system", outputJSON, now); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		LastDrain *lastDrain `json:"lastDrain"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.LastDrain == nil || got.LastDrain.Reason != "Expired" || got.LastDrain.Pods != 2 || !got.LastDrain.Ended.Equal(ended.Truncate(time.Second)) {
+		t.Errorf("-o json lastDrain %+v (%v)", got.LastDrain, err)
+	}
+	// Another namespace keeps nothing of it: no row.
+	out.Reset()
+	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", "elsewhere", outputText, now); err != nil || strings.Contains(out.String(), "Last drain") {
+		t.Errorf("with nothing kept: %v\n%s", err, out.String())
+	}
+	page := t.TempDir() + "/gpu-1.html"
+	var errOut bytes.Buffer
+	if err := explainTimeline(context.Background(), &errOut, kc, "sluice-system", "gpu-1", page, false); err != nil || !strings.Contains(errOut.String(), "the Expired drain of gpu-1") {
+		t.Errorf("explainTimeline: %v, said %q", err, errOut.String())
+	}
+	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), `"pod":"ns/b"`) {
+		t.Errorf("the page (%v) does not hold the kept drain", err)
 	}
 }

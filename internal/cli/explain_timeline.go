@@ -48,3 +48,43 @@ func explainTimeline(ctx context.Context, errOut io.Writer, kc kubernetes.Interf
 	fmt.Fprintf(errOut, "timeline: %s (the %s drain of %s that ended %s)\n", path, kept.Reason, node, when)
 	return nil
 }
+
+// lastDrain sums up the node's last drain by the controller, as kept for
+// --timeline.
+type lastDrain struct {
+	Reason  string    `json:"reason"`
+	Outcome string    `json:"outcome"`
+	Pods    int       `json:"pods"`
+	Ended   time.Time `json:"ended"`
+}
+
+// lastDrainOf reads the node's kept drain; nil when none is kept, or when it
+// cannot be read (explain needs no access to the controller's namespace).
+func lastDrainOf(ctx context.Context, kc kubernetes.Interface, namespace, node string) *lastDrain {
+	if namespace == "" {
+		return nil
+	}
+	kept, err := timeline.Load(ctx, kc, namespace, node)
+	if err != nil {
+		return nil
+	}
+	last := &lastDrain{Reason: kept.Reason, Ended: kept.Ended}
+	for _, l := range kept.Timeline.Lanes {
+		if l.Node == node {
+			last.Outcome, last.Pods = l.Outcome, len(l.Pods)
+		}
+	}
+	return last
+}
+
+func (l *lastDrain) line(node string, now time.Time) string {
+	outcome := l.Outcome
+	if outcome == "" {
+		outcome = "stopped before its end"
+	}
+	msg := fmt.Sprintf("%s, %s (%d pods)", l.Reason, outcome, l.Pods)
+	if !l.Ended.IsZero() {
+		msg += ", ended " + timeAndDistance(l.Ended, now)
+	}
+	return msg + "; draw it: sluice explain node " + node + " --timeline FILE.html"
+}
