@@ -69,11 +69,14 @@ Exit status: 0 success, 1 an error (such as a node that does not exist, or no ti
 			if err != nil {
 				return err
 			}
-			err = runExplain(cmd.Context(), cmd.OutOrStdout(), kc, dyn, name, controllerNamespace, format, clock.RealClock{}.Now())
+			// The node's kept drain is read once: for the Last drain line,
+			// and for the page.
+			kept, loadErr := loadKept(cmd.Context(), kc, controllerNamespace, name)
+			err = runExplain(cmd.Context(), cmd.OutOrStdout(), kc, dyn, name, lastDrainOf(kept, name), format, clock.RealClock{}.Now())
 			if picture == "" || err != nil && !errors.Is(err, errNodeNotFound) {
 				return err
 			}
-			return explainTimeline(cmd.Context(), cmd.ErrOrStderr(), kc, controllerNamespace, name, picture, err != nil)
+			return explainTimeline(cmd.ErrOrStderr(), kept, loadErr, controllerNamespace, name, picture, err != nil)
 		},
 	}
 	client.AddFlags(cmd.Flags())
@@ -98,10 +101,10 @@ func explainTarget(args []string) (string, error) {
 	return args[1], nil
 }
 
-func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, name, controllerNamespace string, format outputFormat, now time.Time) error {
+func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, name string, last *lastDrain, format outputFormat, now time.Time) error {
 	node, err := kc.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: list the nodes with `kubectl get nodes`", &nodeNotFound{name})
+		return fmt.Errorf("node %s %w: list the nodes with `kubectl get nodes`", name, errNodeNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", name, err)
@@ -151,7 +154,6 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 		// know why.
 		e.Notes = append(e.Notes, strings.Split(forErr.Error(), "\n")...)
 	}
-	last := lastDrainOf(ctx, kc, controllerNamespace, name)
 	if format.structured() {
 		return writeStructured(out, format, struct {
 			disruption.Explanation

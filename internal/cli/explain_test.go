@@ -54,7 +54,7 @@ func TestExplainArgumentsBeforeTheCluster(t *testing.T) {
 
 func TestExplainNodeNotFound(t *testing.T) {
 	kc, dyn := cluster(t)
-	err := runExplain(context.Background(), &bytes.Buffer{}, kc, dyn, "nope", "sluice-system", outputText, now)
+	err := runExplain(context.Background(), &bytes.Buffer{}, kc, dyn, "nope", nil, outputText, now)
 	if err == nil || !strings.Contains(err.Error(), "node nope not found") || !strings.Contains(err.Error(), "kubectl get nodes") {
 		t.Fatalf("error %v; want one naming the node and how to list nodes", err)
 	}
@@ -91,7 +91,7 @@ func TestExplainText(t *testing.T) {
 	} {
 		t.Run(tc.node, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := runExplain(context.Background(), &out, kc, dyn, tc.node, "sluice-system", outputText, now); err != nil {
+			if err := runExplain(context.Background(), &out, kc, dyn, tc.node, nil, outputText, now); err != nil {
 				t.Fatal(err)
 			}
 			for _, s := range tc.says {
@@ -108,7 +108,7 @@ func TestExplainJSON(t *testing.T) {
 	explain := func(node string) (disruption.Explanation, map[string]any) {
 		t.Helper()
 		var out bytes.Buffer
-		if err := runExplain(context.Background(), &out, kc, dyn, node, "sluice-system", outputJSON, now); err != nil {
+		if err := runExplain(context.Background(), &out, kc, dyn, node, nil, outputJSON, now); err != nil {
 			t.Fatal(err)
 		}
 		var e disruption.Explanation
@@ -143,7 +143,7 @@ func TestExplainSaysWhenPoolsOverlap(t *testing.T) {
 	}
 	kc, dyn := cluster(t, twin)
 	var out bytes.Buffer
-	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", "sluice-system", outputText, now); err != nil {
+	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", nil, outputText, now); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "node gpu-1 is selected by 2 node pools (gpu, gpu-twin); it follows the oldest, gpu") {
@@ -164,11 +164,13 @@ func TestExplainTimelineRefusals(t *testing.T) {
 
 	kc, _ := cluster(t)
 	page := t.TempDir() + "/n.html"
-	err := explainTimeline(context.Background(), &bytes.Buffer{}, kc, "sluice-system", "gpu-1", page, false)
+	kept, loadErr := loadKept(context.Background(), kc, "sluice-system", "gpu-1")
+	err := explainTimeline(&bytes.Buffer{}, kept, loadErr, "sluice-system", "gpu-1", page, false)
 	if err == nil || !strings.Contains(err.Error(), "no ConfigMap sluice-system/sluice-timeline-gpu-1") || !strings.Contains(err.Error(), "sluice drain --timeline") {
 		t.Errorf("no kept timeline: %v; want where it looked and how a CLI drain draws its own", err)
 	}
-	err = explainTimeline(context.Background(), &bytes.Buffer{}, kc, "sluice-system", "nope", page, true)
+	kept, loadErr = loadKept(context.Background(), kc, "sluice-system", "nope")
+	err = explainTimeline(&bytes.Buffer{}, kept, loadErr, "sluice-system", "nope", page, true)
 	if err == nil || !strings.Contains(err.Error(), "node nope not found, and the controller keeps no drain of it in namespace sluice-system") {
 		t.Errorf("a missing node without a timeline: %v", err)
 	}
@@ -188,7 +190,11 @@ func TestExplainNamesTheLastDrainKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", "sluice-system", outputText, now); err != nil {
+	kept, err := loadKept(context.Background(), kc, "sluice-system", "gpu-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", lastDrainOf(kept, "gpu-1"), outputText, now); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "Last drain:") || !strings.Contains(out.String(), "Expired, Drained (2 pods), ended") ||
@@ -196,7 +202,7 @@ func TestExplainNamesTheLastDrainKept(t *testing.T) {
 		t.Errorf("the explanation does not name the last drain:\n%s", out.String())
 	}
 	out.Reset()
-	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", "sluice-system", outputJSON, now); err != nil {
+	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", lastDrainOf(kept, "gpu-1"), outputJSON, now); err != nil {
 		t.Fatal(err)
 	}
 	var got struct {
@@ -206,13 +212,17 @@ func TestExplainNamesTheLastDrainKept(t *testing.T) {
 		t.Errorf("-o json lastDrain %+v (%v)", got.LastDrain, err)
 	}
 	// Another namespace keeps nothing of it: no row.
+	elsewhere, err := loadKept(context.Background(), kc, "elsewhere", "gpu-1")
+	if !errors.Is(err, timeline.ErrNotFound) || elsewhere != nil {
+		t.Fatalf("a namespace that keeps nothing: %v, %v", elsewhere, err)
+	}
 	out.Reset()
-	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", "elsewhere", outputText, now); err != nil || strings.Contains(out.String(), "Last drain") {
+	if err := runExplain(context.Background(), &out, kc, dyn, "gpu-1", lastDrainOf(elsewhere, "gpu-1"), outputText, now); err != nil || strings.Contains(out.String(), "Last drain") {
 		t.Errorf("with nothing kept: %v\n%s", err, out.String())
 	}
 	page := t.TempDir() + "/gpu-1.html"
 	var errOut bytes.Buffer
-	if err := explainTimeline(context.Background(), &errOut, kc, "sluice-system", "gpu-1", page, false); err != nil || !strings.Contains(errOut.String(), "the Expired drain of gpu-1") {
+	if err := explainTimeline(&errOut, kept, nil, "sluice-system", "gpu-1", page, false); err != nil || !strings.Contains(errOut.String(), "the Expired drain of gpu-1") {
 		t.Errorf("explainTimeline: %v, said %q", err, errOut.String())
 	}
 	if html, err := os.ReadFile(page); err != nil || !strings.Contains(string(html), `"pod":"ns/b"`) {

@@ -12,28 +12,30 @@ import (
 	"github.com/sluice-dev/sluice/internal/timeline"
 )
 
-// errNodeNotFound is what runExplain returns for a node that does not exist
-// (wrapped in a nodeNotFound naming it).
-var errNodeNotFound = errors.New("node not found")
+// errNodeNotFound is wrapped in what runExplain returns for a node that does
+// not exist.
+var errNodeNotFound = errors.New("not found")
 
-type nodeNotFound struct{ node string }
+// loadKept reads the node's last drain as the controller keeps it in
+// namespace; nil and the reason when none can be read.
+func loadKept(ctx context.Context, kc kubernetes.Interface, namespace, node string) (*timeline.Kept, error) {
+	if namespace == "" {
+		return nil, fmt.Errorf("%w: --controller-namespace is empty", timeline.ErrNotFound)
+	}
+	return timeline.Load(ctx, kc, namespace, node)
+}
 
-func (e *nodeNotFound) Error() string { return "node " + e.node + " not found" }
-
-func (e *nodeNotFound) Is(target error) bool { return target == errNodeNotFound }
-
-// explainTimeline writes the node's last drain by the controller to path.
-// gone says the node no longer exists: the explanation could not be given,
-// and the timeline is what is left of it.
-func explainTimeline(ctx context.Context, errOut io.Writer, kc kubernetes.Interface, namespace, node, path string, gone bool) error {
-	kept, err := timeline.Load(ctx, kc, namespace, node)
+// explainTimeline writes the node's kept drain (or says why there is none,
+// loadErr) to path. gone says the node no longer exists: the explanation
+// could not be given, and the timeline is what is left of it.
+func explainTimeline(errOut io.Writer, kept *timeline.Kept, loadErr error, namespace, node, path string, gone bool) error {
 	switch {
-	case errors.Is(err, timeline.ErrNotFound) && gone:
+	case errors.Is(loadErr, timeline.ErrNotFound) && gone:
 		return fmt.Errorf("node %s not found, and the controller keeps no drain of it in namespace %s (--controller-namespace): list the nodes with `kubectl get nodes`", node, namespace)
-	case errors.Is(err, timeline.ErrNotFound):
-		return fmt.Errorf("--timeline: %w; the controller keeps each node's last drain for --timeline-retention (24h) in its namespace (--controller-namespace %s). A drain by `sluice drain` draws its own with `sluice drain --timeline`", err, namespace)
-	case err != nil:
-		return fmt.Errorf("--timeline: %w", err)
+	case errors.Is(loadErr, timeline.ErrNotFound):
+		return fmt.Errorf("--timeline: %w; the controller keeps each node's last drain for --timeline-retention (24h) in its namespace (--controller-namespace %s). A drain by `sluice drain` draws its own with `sluice drain --timeline`", loadErr, namespace)
+	case loadErr != nil:
+		return fmt.Errorf("--timeline: %w", loadErr)
 	}
 	if err := timeline.WriteFile(path, kept.Timeline); err != nil {
 		return fmt.Errorf("--timeline: %w", err)
@@ -58,14 +60,10 @@ type lastDrain struct {
 	Ended   time.Time `json:"ended"`
 }
 
-// lastDrainOf reads the node's kept drain; nil when none is kept, or when it
-// cannot be read (explain needs no access to the controller's namespace).
-func lastDrainOf(ctx context.Context, kc kubernetes.Interface, namespace, node string) *lastDrain {
-	if namespace == "" {
-		return nil
-	}
-	kept, err := timeline.Load(ctx, kc, namespace, node)
-	if err != nil {
+// lastDrainOf sums up a kept drain; nil for none (none kept, or it could not
+// be read: explain needs no access to the controller's namespace).
+func lastDrainOf(kept *timeline.Kept, node string) *lastDrain {
+	if kept == nil {
 		return nil
 	}
 	last := &lastDrain{Reason: kept.Reason, Ended: kept.Ended}
