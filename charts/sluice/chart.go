@@ -48,6 +48,14 @@ func AgentPolicy(namespace string) (string, error) {
 	return out, nil
 }
 
+// AgentPolicyNamed is AgentPolicy with every object and the service account
+// it admits named name instead of sluice-agent: the same policy, for agents
+// that must live beside a release of the chart (the sandbox's own).
+func AgentPolicyNamed(namespace, name string) (string, error) {
+	out, err := AgentPolicy(namespace)
+	return strings.ReplaceAll(out, "sluice-agent", name), err
+}
+
 // ControllerRBAC returns the controller's ServiceAccount, ClusterRole,
 // leader-election Role and their bindings exactly as the chart installs them
 // into namespace, less the chart's common labels and the service account's

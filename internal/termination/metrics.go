@@ -1,6 +1,10 @@
 package termination
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+)
 
 // Metrics are the queue's Prometheus metrics.
 type Metrics struct {
@@ -38,6 +42,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			}
 			return m.overdue()
 		})
+	// Every known reason starts at zero, so the first drain's evictions show
+	// as a rate (a counter that appears at its first value shows none).
+	for _, r := range append([]v1alpha1.DisruptionReason{v1alpha1.DisruptionReason(ReasonMaintenance)}, v1alpha1.DisruptionReasons...) {
+		m.Evictions.WithLabelValues(string(r))
+		m.Forced.WithLabelValues(string(r))
+	}
 	reg.MustRegister(m.Disrupting, m.Queued, m.PoolDisrupting, m.Evictions, m.Forced, m.Blocked, overdue)
 	return m
 }

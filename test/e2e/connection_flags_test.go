@@ -23,7 +23,7 @@ import (
 // without those rights is refused by name.
 func TestKubectlConnectionFlags(t *testing.T) {
 	env := sandboxtest.New(t)
-	bin := buildSluice(t)
+	bin := sandboxtest.Sluice(t)
 	ctx := context.Background()
 	ns := env.Namespace
 	reader := sandboxtest.UniqueName("reader")

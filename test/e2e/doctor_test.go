@@ -28,7 +28,7 @@ func TestDoctorTellsTheReferenceStory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the sandbox")
 	}
-	sluice := buildSluice(t)
+	sluice := sandboxtest.Sluice(t)
 	env := sandboxtest.New(t)
 	kubeconfig := writeKubeconfig(t, env)
 	ns := env.Namespace
@@ -117,7 +117,7 @@ func TestDoctorFindsBudgetAndPodCauses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the sandbox")
 	}
-	sluice := buildSluice(t)
+	sluice := sandboxtest.Sluice(t)
 	env := sandboxtest.New(t)
 	kubeconfig := writeKubeconfig(t, env)
 	ns := env.Namespace

@@ -23,7 +23,7 @@ func TestDrainCommandContract(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the sandbox")
 	}
-	sluice := buildSluice(t)
+	sluice := sandboxtest.Sluice(t)
 	env := sandboxtest.New(t)
 	kubeconfig := writeKubeconfig(t, env)
 	pool := fixture.AKSPool(sandboxtest.UniqueName("cli"), 2)
@@ -97,7 +97,7 @@ func TestDrainWaitsForSlowReplacements(t *testing.T) {
 		t.Skip("needs the sandbox")
 	}
 	t.Parallel()
-	sluice := buildSluice(t)
+	sluice := sandboxtest.Sluice(t)
 	env := sandboxtest.New(t)
 	kubeconfig := writeKubeconfig(t, env)
 	pool := fixture.AKSPool(sandboxtest.UniqueName("slow"), 2)

@@ -33,7 +33,7 @@ func TestWaitAndPagingFlagsMatchKubectl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl, sluice := filepath.Join(tools, "kubectl"), buildSluice(t)
+	kubectl, sluice := filepath.Join(tools, "kubectl"), sandboxtest.Sluice(t)
 	kubeconfig := writeKubeconfig(t, env)
 	nodes := env.CreateNodes(t, fixture.KarpenterPool(sandboxtest.UniqueName("flags"), 3))
 	ctx := context.Background()

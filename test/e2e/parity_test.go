@@ -114,7 +114,7 @@ func TestParityWithKubectlDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubectl := filepath.Join(tools, "kubectl")
-	sluice := buildSluice(t)
+	sluice := sandboxtest.Sluice(t)
 	for _, sc := range scenarios() {
 		t.Run(sc.String(), func(t *testing.T) {
 			t.Parallel()

@@ -5,45 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/sandbox"
+	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
 )
-
-var (
-	buildOnce  sync.Once
-	builtBin   string
-	builtError error
-)
-
-// buildSluice builds the binary under test once per test run.
-func buildSluice(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sluice-e2e-")
-		if err != nil {
-			builtError = err
-			return
-		}
-		builtBin = filepath.Join(dir, "sluice")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/sluice-dev/sluice/cmd/sluice").CombinedOutput()
-		if err != nil {
-			builtError = fmt.Errorf("building sluice: %w\n%s", err, out)
-		}
-	})
-	if builtError != nil {
-		t.Fatal(builtError)
-	}
-	return builtBin
-}
 
 func run(t *testing.T, name string, args ...string) (string, string, int) {
 	t.Helper()
@@ -72,7 +44,7 @@ func TestSandboxUpKubectlStatusDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sluice := buildSluice(t)
+	sluice := sandboxtest.Sluice(t)
 	dir := filepath.Join(t.TempDir(), "sb")
 	common := []string{"--name", "e2e", "--dir", dir}
 

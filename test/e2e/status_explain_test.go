@@ -25,7 +25,7 @@ func TestStatusAndExplainDescribeADriftedPool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the sandbox")
 	}
-	sluice := buildSluice(t)
+	sluice := sandboxtest.Sluice(t)
 	env := sandboxtest.New(t)
 	kubeconfig := writeKubeconfig(t, env)
 	const (

@@ -28,7 +28,7 @@ func TestDrainTimelineRendersInABrowser(t *testing.T) {
 	}
 	t.Parallel()
 	browser := chromium(t)
-	sluice := buildSluice(t)
+	sluice := sandboxtest.Sluice(t)
 	env := sandboxtest.New(t)
 	kubeconfig := writeKubeconfig(t, env)
 	pool := fixture.AKSPool(sandboxtest.UniqueName("tl"), 3)

@@ -75,6 +75,8 @@ type Controller struct {
 	wake chan event.GenericEvent
 	// rejected remembers the unreadable metadata parts already announced.
 	rejected rejectedParts
+	// stranded remembers the pods drains had to move and could not.
+	stranded stranded
 }
 
 // NewController returns a controller; SetupWithManager registers it.
@@ -91,8 +93,12 @@ func NewController(kube client.Client, live client.Reader, clk clock.WithTicker,
 	if opts.Policies == nil {
 		opts.Policies = Defaults{}
 	}
-	return &Controller{kube: kube, live: live, clock: clk, queue: queue, opts: opts,
+	c := &Controller{kube: kube, live: live, clock: clk, queue: queue, opts: opts,
 		recorder: WithWebhook(opts.Recorder, opts.Webhook), wake: make(chan event.GenericEvent, 1024)}
+	if opts.Metrics != nil {
+		opts.Metrics.pastDeadline = c.pastDeadline
+	}
+	return c
 }
 
 // SetupWithManager watches nodes, and NodePools when the cluster serves them,

@@ -83,6 +83,9 @@ func (c *Controller) drainEnded(name string, st state, report *drain.Report, err
 		outcome, msg, left = report.Nodes[0].Outcome, report.Nodes[0].Message, report.Nodes[0].Left()
 	}
 	c.count(st, string(outcome))
+	if st.Deadline != nil {
+		c.stranded.record(name, st.Event, *st.Deadline, left)
+	}
 	now := c.clock.Now()
 	var timeLeft float64
 	if st.Deadline != nil {

@@ -2,6 +2,9 @@ package maintenance
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
 // Metrics are the controller's Prometheus metrics. They are never labelled by
@@ -14,6 +17,18 @@ type Metrics struct {
 	Uncordons     prometheus.Counter
 	Approvals     prometheus.Counter
 	Rejected      *prometheus.CounterVec
+	// pastDeadline is set by the controller it is given to: a gauge read at
+	// scrape time.
+	pastDeadline func() float64
+}
+
+// eventTypes are the event types each cloud's metadata reports: their
+// counters start at zero, so the first event of a kind shows as an increase
+// (a counter that appears at 1 shows none).
+var eventTypes = map[maintenance.Source][]maintenance.Type{
+	maintenance.SourceAzure: {maintenance.TypeFreeze, maintenance.TypeReboot, maintenance.TypeRedeploy, maintenance.TypePreempt, maintenance.TypeTerminate},
+	maintenance.SourceAWS:   {maintenance.TypePreempt, maintenance.TypeRebalance, maintenance.TypeReboot, maintenance.TypeTerminate, maintenance.TypeMaintenance},
+	maintenance.SourceGCP:   {maintenance.TypePreempt, maintenance.TypeFreeze, maintenance.TypeTerminate},
 }
 
 // NewMetrics registers the metrics with reg.
@@ -50,6 +65,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Parts of nodes' metadata answers their agents could not read (a bad timestamp, an unknown value, garbage), by source; each counted once while it lasts.",
 		}, []string{"source"}),
 	}
-	reg.MustRegister(m.EventsSeen, m.Drains, m.DrainDuration, m.TimeLeft, m.Uncordons, m.Approvals, m.Rejected)
+	pastDeadline := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_maintenance_past_deadline_nodes",
+		Help: "Nodes whose event's deadline has passed with pods on them that the drain had to move and could not: the platform takes them with the machine.",
+	}, func() float64 {
+		if m.pastDeadline == nil {
+			return 0
+		}
+		return m.pastDeadline()
+	})
+	var defaults *v1alpha1.MaintenanceSpec
+	for source, types := range eventTypes {
+		for _, t := range types {
+			m.EventsSeen.WithLabelValues(string(source), string(t), string(defaults.ActionFor(t)))
+		}
+	}
+	reg.MustRegister(m.EventsSeen, m.Drains, m.DrainDuration, m.TimeLeft, m.Uncordons, m.Approvals, m.Rejected, pastDeadline)
 	return m
 }

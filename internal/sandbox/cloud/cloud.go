@@ -2,7 +2,8 @@
 // metadata-service emulator of its provider (Azure Scheduled Events, AWS
 // IMDSv2 or GCP metadata, by its providerID) on loopback, and an agent
 // holding exactly the privilege a real one has: a token bound to the node's
-// sluice-agent DaemonSet pod, checked by the chart's admission policy. Inject
+// sluice-sandbox-agent DaemonSet pod, checked by the chart's admission policy
+// (renamed, so the chart itself can be installed beside it). Inject
 // announces an event the way the platform would, and then carries it out:
 // at its time (or as soon as it is approved) a preempted or terminated node
 // disappears, a rebooted or redeployed one goes NotReady for a while and
@@ -43,7 +44,10 @@ import (
 // Namespace is where the sandbox installs sluice's agents.
 const Namespace = "sluice-system"
 
-const agentName = "sluice-agent"
+// agentName names the sandbox's agents' DaemonSet, service account and
+// policy: not the chart's sluice-agent, so `helm install` of the chart into
+// the sandbox (as the README does) finds none of its objects taken.
+const agentName = "sluice-sandbox-agent"
 
 // Cloud runs the emulators and agents of every node.
 type Cloud struct {
@@ -123,14 +127,14 @@ func (c *Cloud) install(ctx context.Context) error {
 	if _, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating namespace %s: %w", Namespace, err)
 	}
-	policy, err := chart.AgentPolicy(Namespace)
+	policy, err := chart.AgentPolicyNamed(Namespace, agentName)
 	if err != nil {
 		return err
 	}
 	if err := sandbox.ApplyManifests(ctx, c.config, policy); err != nil {
 		return fmt.Errorf("installing the agent's policy: %w", err)
 	}
-	labels := map[string]string{"app.kubernetes.io/name": "sluice", "app.kubernetes.io/component": "agent"}
+	labels := map[string]string{"app.kubernetes.io/name": "sluice", "app.kubernetes.io/component": "sandbox-agent"}
 	ds := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: agentName, Namespace: Namespace, Labels: labels},
 		Spec: appsv1.DaemonSetSpec{
@@ -153,9 +157,10 @@ func (c *Cloud) install(ctx context.Context) error {
 }
 
 // podChanged starts a node's machine once its agent pod is bound and running.
+// Other pods in the namespace (a chart's, installed beside) are not its agents.
 func (c *Cloud) podChanged(ctx context.Context, obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" || pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+	if !ok || pod.Spec.ServiceAccountName != agentName || pod.Spec.NodeName == "" || pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
 		return
 	}
 	c.mu.Lock()
