@@ -27,7 +27,7 @@ dist: ## release archives for linux and darwin, amd64 and arm64, and the krew ma
 image: ## the OCI image, linux/amd64 and linux/arm64, as an OCI layout in dist/image (no Docker daemon); IMAGE=registry/repo:tag pushes it too
 	hack/image/build.sh $(VERSION)
 
-tools: ## build (or find in the cache) the pinned control-plane binaries, Helm v3 and v4 and promtool for the chart's tests, krew for the plugin's; find (or apt-get) Chromium for the timeline's
+tools: ## build (or find in the cache) the pinned control-plane binaries, Helm v3 and v4 and promtool for the chart's tests, the Prometheus server (built beside promtool) for the walk, krew for the plugin's; find (or apt-get) Chromium for the timeline's
 	@hack/tools/build.sh >/dev/null
 	@hack/tools/chromium.sh >/dev/null
 	@hack/tools/helm.sh >/dev/null
