@@ -40,6 +40,7 @@ func newAgentCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), f) },
 	}
 	fs := cmd.Flags()
+	f.client.OwnVerbosity = true
 	f.client.AddFlags(fs)
 	f.logs.addFlags(fs)
 	fs.StringVar(&f.node, "node", envOr("NODE_NAME", ""), "the node this agent runs on (env NODE_NAME)")

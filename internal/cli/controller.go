@@ -99,7 +99,7 @@ func newControllerCommand() *cobra.Command {
 	// second before any cordon, Event or claim. The API server's own
 	// priority and fairness, and --max-in-flight, keep it safe.
 	f.client.QPS, f.client.Burst = controllerQPS, controllerBurst
-	f.client.OwnRequestTimeout = true
+	f.client.OwnRequestTimeout, f.client.OwnVerbosity = true, true
 	f.client.AddFlags(fs)
 	f.logs.addFlags(fs)
 	host, _ := os.Hostname()

@@ -1,12 +1,15 @@
 package kube
 
 import (
+	"flag"
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 )
 
 // ClientFlags are kubectl's connection flags, from k8s.io/cli-runtime as
@@ -23,6 +26,12 @@ type ClientFlags struct {
 	// OwnRequestTimeout leaves --request-timeout to the command, which
 	// defines its own (the controller bounds its reconciles with it too).
 	OwnRequestTimeout bool
+	// OwnVerbosity leaves -v to the command: the long-running ones send the
+	// client's klog lines through their structured log.
+	OwnVerbosity bool
+	// Verbosity is kubectl's -v: 6 and up prints every request the client
+	// makes (klog's format, on stderr), 8 and up their bodies too.
+	Verbosity int
 
 	conn *genericclioptions.ConfigFlags // set by AddFlags
 }
@@ -52,6 +61,9 @@ func (f *ClientFlags) AddFlags(fs *pflag.FlagSet) {
 	f.conn.AddFlags(fs)
 	fs.Float32Var(&f.QPS, "kube-api-qps", qps, "requests per second to the API server, on average")
 	fs.IntVar(&f.Burst, "kube-api-burst", burst, "requests to the API server in a burst above --kube-api-qps")
+	if !f.OwnVerbosity {
+		fs.IntVarP(&f.Verbosity, "v", "v", 0, "the Kubernetes client's log verbosity, as kubectl's -v: 6 prints each request, 8 their bodies")
+	}
 }
 
 // RESTConfig loads the client configuration the flags describe.
@@ -67,6 +79,13 @@ func (f *ClientFlags) RESTConfig() (*rest.Config, error) {
 	}
 	if f.QPS < 0 || f.Burst < 0 {
 		return nil, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d: both must be positive", f.QPS, f.Burst)
+	}
+	if !f.OwnVerbosity && f.Verbosity != 0 {
+		var klogFlags flag.FlagSet
+		klog.InitFlags(&klogFlags)
+		if err := klogFlags.Set("v", strconv.Itoa(f.Verbosity)); err != nil || f.Verbosity < 0 {
+			return nil, fmt.Errorf("-v %d: use 0 or more", f.Verbosity)
+		}
 	}
 	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
 	if f.QPS > 0 {

@@ -12,6 +12,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -193,6 +194,9 @@ func (d *Drainer) newRun(ctx context.Context, start time.Time) (*run, error) {
 	// One watch of every PodDisruptionBudget feeds both the matching of pods to
 	// budgets and the ledger of this call's nodes.
 	factory := informers.NewSharedInformerFactory(d.client, 0)
+	pdbs := d.client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll)
+	pagedInformerFor(factory, &policyv1.PodDisruptionBudget{}, d.opts.ChunkSize,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pdbs.List(ctx, o) }, pdbs.Watch)
 	inf := factory.Policy().V1().PodDisruptionBudgets()
 	observe := func(obj any) {
 		if pdb, ok := obj.(*policyv1.PodDisruptionBudget); ok {

@@ -15,7 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 )
@@ -203,9 +205,18 @@ func (nd *nodeDrain) watchPods(ctx context.Context) ([]*corev1.Pod, error) {
 		nd.pods = sharedPods{s: sh, node: nd.name}
 		return nd.sortedPods()
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(nd.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nd.name).String()
-	}))
+	factory := informers.NewSharedInformerFactory(nd.client, 0)
+	onNode := fields.OneTermEqualSelector("spec.nodeName", nd.name).String()
+	pods := nd.client.CoreV1().Pods(metav1.NamespaceAll)
+	pagedInformerFor(factory, &corev1.Pod{}, nd.opts.ChunkSize,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = onNode
+			return pods.List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = onNode
+			return pods.Watch(ctx, o)
+		})
 	inf := factory.Core().V1().Pods()
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: nd.podDeleted}); err != nil {
 		return nil, fmt.Errorf("watching pods on %s: %w", nd.name, err)

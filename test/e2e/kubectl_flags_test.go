@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +68,7 @@ func TestWaitAndPagingFlagsMatchKubectl(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // stuck's deletion timestamp is now more than 2s old
 
-	flags := []string{"--skip-wait-for-delete-timeout=2", "--chunk-size=1", "--timeout=60s", "--kubeconfig", kubeconfig}
+	flags := []string{"--skip-wait-for-delete-timeout=2", "--chunk-size=1", "--timeout=60s", "--kubeconfig", kubeconfig, "-v=6"}
 	start := time.Now()
 	_, kErr, kCode := run(t, kubectl, append([]string{"drain", sides["kubectl"].node}, flags...)...)
 	kTook := time.Since(start)
@@ -78,6 +80,27 @@ func TestWaitAndPagingFlagsMatchKubectl(t *testing.T) {
 	}
 	if kTook > 30*time.Second || sTook > 30*time.Second {
 		t.Errorf("kubectl took %s, sluice %s: one waited for a pod it should not have", kTook, sTook)
+	}
+	// -v 6 logs every request: both list the node's pods a page of one at a
+	// time, and sluice lists nothing whole (its watches' first lists, of the
+	// node's pods and of the budgets, included).
+	for tool, log := range map[string]string{"kubectl": kErr, "sluice": sErr} {
+		var lists, whole []string
+		for _, l := range podLists.FindAllString(log, -1) {
+			if strings.Contains(l, "watch=true") {
+				continue
+			}
+			lists = append(lists, l)
+			if !strings.Contains(l, "limit=1") {
+				whole = append(whole, l)
+			}
+		}
+		if !slices.ContainsFunc(lists, func(l string) bool { return strings.Contains(l, "continue=") }) {
+			t.Errorf("%s read no second page of pods with --chunk-size=1; its lists: %q", tool, lists)
+		}
+		if tool == "sluice" && len(whole) > 0 {
+			t.Errorf("sluice listed without --chunk-size's limit: %q", whole)
+		}
 	}
 	var report drain.Report
 	if err := json.Unmarshal([]byte(sOut), &report); err != nil {
@@ -114,6 +137,10 @@ func TestWaitAndPagingFlagsMatchKubectl(t *testing.T) {
 		t.Errorf("kubectl --delete-local-data: exit %d %q; the pinned kubectl took it: compare the two here", kCode, kErr)
 	}
 }
+
+// podLists matches the URL of a LIST of pods or budgets in a -v 6 request
+// log line (a watch says watch=true; one pod's GET has no query).
+var podLists = regexp.MustCompile(`/(pods|poddisruptionbudgets)\?[^"\s]*`)
 
 func patchLabel(t *testing.T, env *sandboxtest.Env, node, key, value string) {
 	t.Helper()
