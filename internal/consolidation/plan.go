@@ -47,8 +47,14 @@ type Plan struct {
 	CostPerHour float64  `json:"costPerHour"`
 	Command     *Command `json:"command,omitempty"`
 	// Candidates are the nodes consolidation may take away.
-	Candidates []string  `json:"candidates"`
-	Blocked    []Blocker `json:"blocked,omitempty"`
+	Candidates []string `json:"candidates"`
+	// Next are the nodes the rounds after this command are expected to take
+	// away, when the budgets hold the pool to fewer at a time: the nodes of
+	// the largest set that could go at once, less the command's. The
+	// controller steers pods away from them (a PreferNoSchedule taint), so a
+	// pod moved now is not moved again next round.
+	Next    []string  `json:"next,omitempty"`
+	Blocked []Blocker `json:"blocked,omitempty"`
 }
 
 // Allowed is Input.Allowed for a pool of size nodes, disrupting of them out
@@ -127,6 +133,15 @@ func Decide(in Input) *Plan {
 	multi := s.multi(under, min(room, MaxMultiNode, len(under)))
 	single := s.single(plan, under)
 	plan.Command = better(multi, single)
+	if most := min(MaxMultiNode, len(under)); plan.Command != nil && room < most {
+		if all := s.multi(under, most); all != nil {
+			for _, n := range all.Nodes {
+				if !slices.Contains(plan.Command.Nodes, n) {
+					plan.Next = append(plan.Next, n)
+				}
+			}
+		}
+	}
 	return plan
 }
 

@@ -36,8 +36,11 @@ type decision struct {
 // carries out a command that a second pass, validationDelay later, made
 // again. It returns how long until it wants to look again.
 func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v *view, now time.Time) (time.Duration, error) {
-	if why := c.consolidationOff(pool, v, now); why != "" {
+	if why, passing := c.consolidationOff(pool, v, now); why != "" {
 		c.drop(pool.Name, why)
+		if !passing && !c.opts.DryRun {
+			c.steer(ctx, v.nodes, nil) // no later rounds to steer for
+		}
 		return 0, nil
 	}
 	c.mu.Lock()
@@ -57,6 +60,9 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 	start := c.clock.Now()
 	plan := consolidation.Decide(in)
 	c.opts.Metrics.pass(c.clock.Since(start))
+	if !c.opts.DryRun {
+		c.steer(ctx, v.nodes, plan.Next)
+	}
 	c.mu.Lock()
 	c.lastPass[pool.Name] = now
 	c.mu.Unlock()
@@ -94,31 +100,33 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 // consolidationOff says why the pool is not consolidated now, "" when it
 // may be: sluice must run its provider, the pool must not be paused, backing
 // off a refusal, or busy with a replacement, and drift and expiry go first.
-func (c *Controller) consolidationOff(pool *v1alpha1.NodePool, v *view, now time.Time) string {
+// passing is true when the reason passes by itself (a round under way, a
+// back-off) and the next rounds' nodes stay marked meanwhile.
+func (c *Controller) consolidationOff(pool *v1alpha1.NodePool, v *view, now time.Time) (why string, passing bool) {
 	if !pool.Spec.Provider.Manages() || !c.machines.Serves(pool.Spec.Provider.Name) {
-		return "no provider sluice runs"
+		return "no provider sluice runs", false
 	}
 	if _, on := pool.DisruptionSpec().ConsolidateAfterDuration(); !on {
-		return "consolidateAfter is Never"
+		return "consolidateAfter is Never", false
 	}
 	if why := pausedBy(pool); why != "" {
-		return "paused by " + why
+		return "paused by " + why, false
 	}
 	if _, refused := c.backingOff(pool.Name, now); refused {
-		return "the provider refused a machine; backing off"
+		return "the provider refused a machine; backing off", true
 	}
 	if len(v.candidates) > 0 {
-		return "drifted or expired nodes are replaced first"
+		return "drifted or expired nodes are replaced first", false
 	}
 	for _, n := range v.nodes {
 		if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked || !n.DeletionTimestamp.IsZero() {
-			return "a disruption is under way"
+			return "a disruption is under way", true
 		}
 	}
 	if len(v.unseen) > 0 {
-		return "a disruption is under way"
+		return "a disruption is under way", true
 	}
-	return ""
+	return "", false
 }
 
 // drop forgets the pool's pending decision, saying why.

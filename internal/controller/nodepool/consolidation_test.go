@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/controller"
+	"github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -126,4 +130,76 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// With the budget at one node at a time, the nodes later rounds will take
+// carry SteerTaint, so each pod moved off a round's node lands on the node
+// that stays: six nodes of one pod each shrink to one, every pod moved
+// exactly once (kube-scheduler, left alone, puts a moved pod on the
+// least-allocated node, most often one the next round takes), and the mark
+// is lifted once there is nothing left to take.
+func TestConsolidationMovesEachPodOnce(t *testing.T) {
+	s := newScene(t, 6, nil)
+	nodes := s.waitNodes(t, 6, time.Minute)
+	s.workload(t, 6, "0")
+	for _, n := range nodes {
+		pods, err := s.env.Client.CoreV1().Pods(s.env.Namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) != 1 {
+			t.Fatalf("kube-scheduler put %d pods on %s, not one on each node; the test needs that start", len(pods.Items), n)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	created := make(chan struct{}, 100)
+	w, err := s.env.Client.CoreV1().Pods(s.env.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added {
+				created <- struct{}{}
+			}
+		}
+	}()
+	var mu sync.Mutex
+	steered := map[string]bool{}
+	go s.eachNodeChange(ctx, t, func(n *corev1.Node) {
+		if slices.ContainsFunc(n.Spec.Taints, func(tt corev1.Taint) bool { return nodepool.SteerTaint.MatchTaint(&tt) }) {
+			mu.Lock()
+			steered[n.Name] = true
+			mu.Unlock()
+		}
+	})
+	a := s.audit(t)
+	s.startWith(t, func(o *controller.Options) { o.ConsolidationValidationDelay = time.Second })
+	s.edit(t, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.ConsolidateAfter = "2s"
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "1"}}
+	})
+	left := s.waitNodes(t, 1, 4*time.Minute)
+	s.env.WaitForPods(t, "app=web", 6)
+	a.check(t, 1)
+	moved := len(created) - 6 // the watch's first events are the six pods there at its start
+	if moved != 5 {
+		t.Errorf("%d pods were started elsewhere; want 5, each pod on the five removed nodes moved once", moved)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(steered) < 4 {
+		t.Errorf("the taint marked %v; want the four nodes the later rounds took", steered)
+	}
+	// The next pass, finding nothing left to take, lifts the mark from the
+	// node that stays (the last rounds' largest set may have counted it,
+	// replaced by a new node, before the budget's single steps got there).
+	s.env.WaitFor(t, 30*time.Second, "no node marked for a later round", func(ctx context.Context) (bool, error) {
+		var last corev1.Node
+		if err := s.kube.Get(ctx, client.ObjectKey{Name: left[0]}, &last); err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(last.Spec.Taints, func(tt corev1.Taint) bool { return nodepool.SteerTaint.MatchTaint(&tt) }), nil
+	})
 }
