@@ -202,6 +202,10 @@ func writePlan(out io.Writer, p *consolidation.Plan, now time.Time) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.Pod, m.From, m.To)
 		}
 		_ = tw.Flush()
+		if len(p.Next) > 0 {
+			fmt.Fprintf(out, "Next rounds, as the budgets allow: %s (marked %s=%s:%s, so pods moved now stay off them)\n",
+				strings.Join(p.Next, ", "), poolctrl.SteerTaint.Key, poolctrl.SteerTaint.Value, poolctrl.SteerTaint.Effect)
+		}
 	} else {
 		fmt.Fprintln(out, "Would do: nothing")
 	}

@@ -117,6 +117,49 @@ func TestMultiNodeTakesSeveralUnderutilizedNodesAtOnce(t *testing.T) {
 	}
 }
 
+// When the budget holds the pool to fewer nodes than could go, the plan
+// names the nodes later rounds are expected to take (the controller steers
+// pods away from them); when it does not, there are no later rounds.
+func TestNextNamesTheNodesLaterRoundsTake(t *testing.T) {
+	var nodes []*corev1.Node
+	var pods []*corev1.Pod
+	for i := range 5 {
+		n := fmt.Sprintf("n%d", i)
+		nodes = append(nodes, testNode(n, "Standard_D4s_v5", "on-demand"))
+		pods = append(pods, testPod("p"+n, n, "900m", "2Gi"))
+	}
+	in := input(testPool(), nodes, pods)
+	// Four 900m pods fit on a Standard_D4s_v5: three of the five nodes can go.
+	if plan := Decide(in); plan.Command == nil || len(plan.Command.Nodes) != 3 || len(plan.Next) != 0 {
+		t.Fatalf("budget 10: command %v, next %v; want three nodes at once and no later rounds", plan.Command, plan.Next)
+	}
+	in.Allowed[v1alpha1.ReasonUnderutilized] = 2
+	plan := Decide(in)
+	if plan.Command == nil || len(plan.Command.Nodes) != 2 {
+		t.Fatalf("budget 2: command %v; want two nodes", plan.Command)
+	}
+	if len(plan.Next) != 1 {
+		t.Fatalf("budget 2: next %v; want the third node the largest set takes", plan.Next)
+	}
+	kept := 0
+	for _, n := range nodes {
+		in, next := slices.Contains(plan.Command.Nodes, n.Name), slices.Contains(plan.Next, n.Name)
+		if in && next {
+			t.Errorf("%s is both taken now and named for later", n.Name)
+		}
+		if !in && !next {
+			kept++
+		}
+	}
+	if kept != 2 {
+		t.Errorf("%d nodes neither taken nor named for later; want the two that hold every pod", kept)
+	}
+	in.Allowed[v1alpha1.ReasonUnderutilized] = 3
+	if plan := Decide(in); len(plan.Next) != 0 {
+		t.Errorf("budget 3, all that can go: next %v; want none", plan.Next)
+	}
+}
+
 func TestSingleNodeIsReplacedByACheaperTypeNeverTheSame(t *testing.T) {
 	nodes := []*corev1.Node{testNode("big", "Standard_D8s_v5", "on-demand")}
 	pods := []*corev1.Pod{testPod("a", "big", "1", "2Gi"), testPod("b", "big", "500m", "1Gi")}
