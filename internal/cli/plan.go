@@ -203,7 +203,7 @@ func writePlan(out io.Writer, p *consolidation.Plan, now time.Time) {
 		}
 		_ = tw.Flush()
 		if len(p.Next) > 0 {
-			fmt.Fprintf(out, "Next rounds, as the budgets allow: %s (marked %s=%s:%s, so pods moved now stay off them)\n",
+			fmt.Fprintf(out, "Next rounds, as the budgets allow: %s (the controller marks them %s=%s:%s, so pods moved now stay off them)\n",
 				strings.Join(p.Next, ", "), poolctrl.SteerTaint.Key, poolctrl.SteerTaint.Value, poolctrl.SteerTaint.Effect)
 		}
 	} else {

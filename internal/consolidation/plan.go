@@ -116,33 +116,47 @@ func Decide(in Input) *Plan {
 	if len(under) == 0 {
 		return plan
 	}
-	room := in.Allowed[v1alpha1.ReasonUnderutilized]
-	if room < 1 {
-		for _, c := range under {
-			plan.Blocked = append(plan.Blocked, Blocker{Node: c.node.Name, Reason: BlockedBudget,
-				Message: fmt.Sprintf("NodePool %s's budgets allow no Underutilized disruption now", in.Pool.Name)})
-		}
-		return plan
-	}
 	// Cheapest to disrupt per dollar it costs first; of those alike, the
 	// emptiest.
 	slices.SortStableFunc(under, func(a, b *candidate) int {
 		return cmp.Or(cmp.Compare(a.cost/max(a.price, 1e-6), b.cost/max(b.price, 1e-6)), cmp.Compare(a.used, b.used), cmp.Compare(a.node.Name, b.node.Name))
 	})
 	s := in.newSim(podsOn)
-	multi := s.multi(under, min(room, MaxMultiNode, len(under)))
-	single := s.single(plan, under)
-	plan.Command = better(multi, single)
-	if most := min(MaxMultiNode, len(under)); plan.Command != nil && room < most {
-		if all := s.multi(under, most); all != nil {
-			for _, n := range all.Nodes {
-				if !slices.Contains(plan.Command.Nodes, n) {
-					plan.Next = append(plan.Next, n)
-				}
-			}
+	room := in.Allowed[v1alpha1.ReasonUnderutilized]
+	if room >= 1 {
+		multi := s.multi(under, min(room, MaxMultiNode, len(under)))
+		single := s.single(plan, under)
+		plan.Command = better(multi, single)
+	} else {
+		for _, c := range under {
+			plan.Blocked = append(plan.Blocked, Blocker{Node: c.node.Name, Reason: BlockedBudget,
+				Message: fmt.Sprintf("NodePool %s's budgets allow no Underutilized disruption now", in.Pool.Name)})
 		}
 	}
+	plan.Next = s.next(under, room, plan.Command)
 	return plan
+}
+
+// next is the nodes later rounds are expected to take when the budget holds
+// this one to fewer than could go: the largest set whose pods fit on the
+// nodes that stay (a set that needs a new node is not counted, so a round's
+// pods always have room outside it), less the command's.
+func (s *sim) next(under []*candidate, room int, cmd *Command) []string {
+	most := min(MaxMultiNode, len(under))
+	if room >= most {
+		return nil
+	}
+	all := s.multi(under, most)
+	if all == nil || all.Replacement != nil {
+		return nil
+	}
+	var out []string
+	for _, n := range all.Nodes {
+		if cmd == nil || !slices.Contains(cmd.Nodes, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // empty takes the empty candidates, priciest first, up to the budget.

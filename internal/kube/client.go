@@ -81,10 +81,13 @@ func (f *ClientFlags) RESTConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d: both must be positive", f.QPS, f.Burst)
 	}
 	if !f.OwnVerbosity && f.Verbosity != 0 {
+		if f.Verbosity < 0 {
+			return nil, fmt.Errorf("-v %d: use 0 or more", f.Verbosity)
+		}
 		var klogFlags flag.FlagSet
 		klog.InitFlags(&klogFlags)
-		if err := klogFlags.Set("v", strconv.Itoa(f.Verbosity)); err != nil || f.Verbosity < 0 {
-			return nil, fmt.Errorf("-v %d: use 0 or more", f.Verbosity)
+		if err := klogFlags.Set("v", strconv.Itoa(f.Verbosity)); err != nil {
+			return nil, fmt.Errorf("-v %d: %w", f.Verbosity, err)
 		}
 	}
 	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst

@@ -83,7 +83,9 @@ func (c *Controller) drainEnded(name string, st state, report *drain.Report, err
 		outcome, msg, left = report.Nodes[0].Outcome, report.Nodes[0].Message, report.Nodes[0].Left()
 	}
 	c.count(st, string(outcome))
-	if st.Deadline != nil {
+	if st.Deadline != nil && err == nil {
+		// A drain that could not run says nothing of the pods: what an
+		// earlier one left stays counted.
 		c.stranded.record(name, st.Event, *st.Deadline, left)
 	}
 	now := c.clock.Now()

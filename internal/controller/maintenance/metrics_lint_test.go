@@ -41,6 +41,26 @@ func TestControllerMetricsAreLintClean(t *testing.T) {
 	for _, f := range families {
 		names = append(names, f.GetName())
 	}
+	// The event's counter started at zero with the others of its kind, and
+	// counts this one.
+	seen := -1.0
+	for _, f := range families {
+		if f.GetName() != "sluice_maintenance_events_seen_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["source"] == "azure" && labels["type"] == "Preempt" && labels["action"] == "Drain" {
+				seen = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if seen != 1 {
+		t.Errorf("sluice_maintenance_events_seen_total{source=azure,type=Preempt,action=Drain} = %v; want 1", seen)
+	}
 	for _, want := range []string{"sluice_maintenance_events_seen_total", "sluice_maintenance_drains_total", "sluice_maintenance_drain_duration_seconds",
 		"sluice_maintenance_approvals_total", "sluice_termination_disrupting_nodes"} {
 		if !slices.Contains(names, want) {

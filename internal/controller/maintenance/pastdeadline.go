@@ -7,7 +7,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
@@ -41,47 +43,119 @@ func (s *stranded) record(node, event string, deadline time.Time, left []drain.P
 		}
 		pods = append(pods, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
 	}
+	s.keep(node, strandedNode{event: event, deadline: deadline, pods: pods})
+}
+
+func (s *stranded) keep(node string, sn strandedNode) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(pods) == 0 {
+	if len(sn.pods) == 0 {
 		delete(s.nodes, node)
 		return
 	}
 	if s.nodes == nil {
 		s.nodes = map[string]strandedNode{}
 	}
-	s.nodes[node] = strandedNode{event: event, deadline: deadline, pods: pods}
+	s.nodes[node] = sn
+}
+
+func (s *stranded) has(node, event string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.nodes[node]
+	return ok && sn.event == event
+}
+
+// forget drops node's entry if it is still the one for event.
+func (s *stranded) forget(node, event string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nodes[node].event == event {
+		delete(s.nodes, node)
+	}
+}
+
+// recoverStranded rebuilds the entry of a node whose drain ended blocked past
+// its deadline when the drain's own report is gone (this controller started
+// after it, as a new leader): the pods still on the node that a drain moves,
+// read once from the API server, stand in for what the drain left.
+func (c *Controller) recoverStranded(ctx context.Context, node *corev1.Node, st state, force bool) error {
+	if st.Deadline == nil || c.stranded.has(node.Name, st.Event) {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := c.live.List(ctx, &pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
+		return err
+	}
+	sn := strandedNode{event: st.Event, deadline: *st.Deadline}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; mustMove(p, force) {
+			sn.pods = append(sn.pods, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+		}
+	}
+	c.stranded.keep(node.Name, sn)
+	return nil
+}
+
+// mustMove says whether a maintenance drain moves p: not a DaemonSet's or a
+// static pod's mirror, not finished, and (unless forced) neither holding
+// emptyDir data nor without a controller.
+func mustMove(p *corev1.Pod, force bool) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	owner := metav1.GetControllerOf(p)
+	if owner != nil && owner.Kind == "DaemonSet" {
+		return false
+	}
+	if force {
+		return true
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir != nil {
+			return false
+		}
+	}
+	return owner != nil
 }
 
 // pastDeadline counts the nodes past their deadline that still hold a pod
 // their drain left, reading the shared cache. A node that is gone, or whose
-// record no longer says its drain for that event is blocked (the event
-// ended, moved, or a new drain runs), is forgotten.
+// record is gone or names another event, is forgotten; a node drained again
+// (its record no longer Blocked) is kept but not counted until that drain
+// has ended.
 func (c *Controller) pastDeadline() float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s := &c.stranded
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c.stranded.mu.Lock()
+	nodes := make(map[string]strandedNode, len(c.stranded.nodes))
+	for name, sn := range c.stranded.nodes {
+		nodes[name] = sn
+	}
+	c.stranded.mu.Unlock()
 	now, n := c.clock.Now(), 0
-	for name, sn := range s.nodes {
+	for name, sn := range nodes {
 		var node corev1.Node
 		if err := c.kube.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
 			if apierrors.IsNotFound(err) {
-				delete(s.nodes, name)
+				c.stranded.forget(name, sn.event)
 			}
 			continue
 		}
-		if st, ok := stateOf(&node); !ok || st.Event != sn.event || st.Phase != PhaseBlocked {
-			delete(s.nodes, name)
+		st, ok := stateOf(&node)
+		if !ok || st.Event != sn.event {
+			c.stranded.forget(name, sn.event)
 			continue
 		}
-		if now.Before(sn.deadline) {
+		if st.Phase != PhaseBlocked || now.Before(sn.deadline) {
 			continue
 		}
 		for _, key := range sn.pods {
 			var pod corev1.Pod
-			if err := c.kube.Get(ctx, key, &pod); err == nil && pod.Spec.NodeName == name {
+			if err := c.kube.Get(ctx, key, &pod); err == nil && pod.Spec.NodeName == name && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
 				n++
 				break
 			}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -29,7 +30,9 @@ func TestPastDeadlineCountsNodesStillHoldingPodsTheDrainHadToMove(t *testing.T) 
 	pod := func(name, node string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
 	}
-	kube := fake.NewClientBuilder().WithObjects(
+	kube := fake.NewClientBuilder().WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
+		return []string{o.(*corev1.Pod).Spec.NodeName}
+	}).WithObjects(
 		blocked("held", "e1"), pod("stuck", "held"),
 		blocked("policy", "e2"), pod("cache", "policy"),
 		blocked("moved", "e3"), pod("db-0", "elsewhere"),
@@ -96,5 +99,33 @@ func TestPastDeadlineCountsNodesStillHoldingPodsTheDrainHadToMove(t *testing.T) 
 	c.stranded.record("held", "e1", deadline, nil)
 	if _, ok := c.stranded.nodes["held"]; ok {
 		t.Error("a node drained clean is still remembered")
+	}
+
+	// A controller started since (a new leader) has no drain report: the
+	// pods still on a node past its deadline stand in for it, less those a
+	// drain leaves on purpose when not forced.
+	restarted := NewController(kube, kube, clk, nil, Options{Metrics: NewMetrics(prometheus.NewRegistry())})
+	var policy corev1.Node
+	if err := kube.Get(context.Background(), client.ObjectKey{Name: "policy"}, &policy); err != nil {
+		t.Fatal(err)
+	}
+	cache := pod("cache", "policy")
+	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(cache), cache); err != nil {
+		t.Fatal(err)
+	}
+	cache.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	cache.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "cache-1", Controller: ptr.To(true), APIVersion: "apps/v1"}}
+	if err := kube.Update(context.Background(), cache); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := stateOf(&policy)
+	for _, force := range []bool{false, true} {
+		restarted.stranded.forget("policy", "e2")
+		if err := restarted.recoverStranded(context.Background(), &policy, st, force); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := restarted.stranded.has("policy", "e2"), force; got != want {
+			t.Errorf("recovered with force %v: an emptyDir pod counted %v; want %v", force, got, want)
+		}
 	}
 }

@@ -338,7 +338,11 @@ func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state,
 		if st.Blocked != nil && st.Deadline != nil && st.Blocked.After(*st.Deadline) {
 			// The deadline has passed and a drain still could not finish: what
 			// is left stays until the machine goes (or the cloud moves the
-			// event, which changes the deadline and the key).
+			// event, which changes the deadline and the key). A controller
+			// started since counts it from the pods still there.
+			if err := c.recoverStranded(ctx, node, st, policy.ForceEvict(st.Type) || st.OptIn); err != nil {
+				c.opts.Log.Error("reading the pods left on a node past its deadline", "node", node.Name, "err", err)
+			}
 			return 0, nil
 		}
 		if st.Blocked != nil {

@@ -219,6 +219,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.kube.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.opts.Metrics.forget(req.Name)
+			c.unsteer(ctx, req.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -238,6 +239,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	c.settleMarks(v, now)
 	problem := pools.Validate(pool, v.size)
 	next := v.nextChange
+	if problem != nil && !c.opts.DryRun {
+		c.steer(ctx, v.nodes, nil) // a pool that cannot be applied plans no rounds
+	}
 	if problem != nil && pool.Spec.Provider.Manages() && c.machines.Serves(pool.Spec.Provider.Name) {
 		// Nothing new is chosen in a pool that cannot be applied, but a
 		// replacement already asked for is seen through or given up.

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
 // SteerTaint marks the nodes a consolidation's later rounds are expected to
@@ -40,3 +42,21 @@ func (c *Controller) steer(ctx context.Context, nodes []*corev1.Node, next []str
 }
 
 func isSteer(t corev1.Taint) bool { return SteerTaint.MatchTaint(&t) }
+
+// unsteer lifts SteerTaint from the nodes a deleted pool made: no rounds of
+// its are coming.
+func (c *Controller) unsteer(ctx context.Context, pool string) {
+	if c.opts.DryRun {
+		return
+	}
+	var nodes corev1.NodeList
+	if err := c.kube.List(ctx, &nodes, client.MatchingLabels{v1alpha1.LabelNodePool: pool}); err != nil {
+		c.opts.Log.Info("lifting the consolidation mark from a deleted pool's nodes; its next reconcile tries again", "nodepool", pool, "err", err)
+		return
+	}
+	marked := make([]*corev1.Node, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		marked = append(marked, &nodes.Items[i])
+	}
+	c.steer(ctx, marked, nil)
+}
