@@ -332,29 +332,36 @@ func (c *Controller) drainStep(ctx context.Context, node *corev1.Node, st state,
 		}
 		return 0, c.startDrain(node, st, policy)
 	case PhaseBlocked:
-		if c.queue.Holds(node.Name, drainKey(st)) {
-			return time.Second, nil // its outcome is being recorded; look again then
-		}
-		if st.Blocked != nil && st.Deadline != nil && st.Blocked.After(*st.Deadline) {
-			// The deadline has passed and a drain still could not finish: what
-			// is left stays until the machine goes (or the cloud moves the
-			// event, which changes the deadline and the key). A controller
-			// started since counts it from the pods still there.
-			if err := c.recoverStranded(ctx, node, st, policy.ForceEvict(st.Type) || st.OptIn); err != nil {
-				c.opts.Log.Error("reading the pods left on a node past its deadline", "node", node.Name, "err", err)
-			}
-			return 0, nil
-		}
-		if st.Blocked != nil {
-			if wait := c.opts.BlockedRetry - c.clock.Since(*st.Blocked); wait > 0 {
-				return wait, nil
-			}
-		}
-		return 0, c.setPhase(ctx, node.Name, st.Event, PhaseDraining, nil)
+		return c.blockedStep(ctx, node, st, policy)
 	case PhaseDrained:
 		return 0, c.approve(ctx, node, st, e, report, policy)
 	}
 	return 0, nil
+}
+
+// blockedStep acts on a node whose last drain ended blocked: it waits for the
+// outcome to be recorded, leaves a node past its deadline as it is, and
+// otherwise drains again after BlockedRetry.
+func (c *Controller) blockedStep(ctx context.Context, node *corev1.Node, st state, policy Policy) (time.Duration, error) {
+	if c.queue.Holds(node.Name, drainKey(st)) {
+		return time.Second, nil // its outcome is being recorded; look again then
+	}
+	if st.Blocked != nil && st.Deadline != nil && st.Blocked.After(*st.Deadline) {
+		// The deadline has passed and a drain still could not finish: what
+		// is left stays until the machine goes (or the cloud moves the
+		// event, which changes the deadline and the key). A controller
+		// started since counts it from the pods still there.
+		if err := c.recoverStranded(ctx, node, st, policy.ForceEvict(st.Type) || st.OptIn); err != nil {
+			c.opts.Log.Error("reading the pods left on a node past its deadline", "node", node.Name, "err", err)
+		}
+		return 0, nil
+	}
+	if st.Blocked != nil {
+		if wait := c.opts.BlockedRetry - c.clock.Since(*st.Blocked); wait > 0 {
+			return wait, nil
+		}
+	}
+	return 0, c.setPhase(ctx, node.Name, st.Event, PhaseDraining, nil)
 }
 
 // stillDraining reads the node's record from the API server before a drain
