@@ -51,7 +51,7 @@ func TestPagedPodsListsEveryPodStrippedAPageAtATime(t *testing.T) {
 				Name: "app", Image: "registry/app:1", Env: []corev1.EnvVar{{Name: "SECRET", Value: "x"}}}}},
 		})
 	}
-	obj, err := pagedPods{srv}.ListWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
+	obj, err := pagedPods(srv).ListWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestPagedPodsPassesAVersionedListThroughUnpaged(t *testing.T) {
 	srv := &pagingServer{pods: make([]corev1.Pod, 700)}
 	// A relist at a known version is answered from the watch cache, whole;
 	// paging it would send it to etcd.
-	obj, err := pagedPods{srv}.ListWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "40"})
+	obj, err := pagedPods(srv).ListWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "40"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,61 +32,67 @@ func pagedInformerFor(factory informers.SharedInformerFactory, obj runtime.Objec
 
 // pagedInformer returns the informer's ListerWatcher with its lists read in
 // pages of chunk (--chunk-size), as kubectl's own lists are; chunk 0 leaves
-// it as it is. The reflector asks for resourceVersion "0", which the API
-// server answers from its watch cache in one piece whatever the limit, so a
-// paged list asks for the latest instead: a consistent read, which it pages,
-// and at least as fresh as the reflector wanted.
+// it as it is.
 func pagedInformer(lw cache.ListerWatcher, chunk int64) cache.ListerWatcher {
 	if chunk <= 0 {
 		return lw
 	}
-	return pagedLists{inner: cache.ToListerWatcherWithContext(lw), chunk: chunk}
+	return PagedLists{Inner: cache.ToListerWatcherWithContext(lw), Chunk: chunk}
 }
 
-type pagedLists struct {
-	inner cache.ListerWatcherWithContext
-	chunk int64
+// PagedLists is an informer's ListerWatcher whose lists are read in pages of
+// Chunk and answered as one list, as the reflector expects; it watches as it
+// is told. The reflector asks for resourceVersion "0", which the API server
+// answers from its watch cache in one piece whatever the limit, so a paged
+// list asks for the latest instead: a consistent read, which the API server
+// pages, and at least as fresh as the reflector wanted. A relist at a known
+// version is passed through whole: paged, it would go to etcd.
+type PagedLists struct {
+	Inner cache.ListerWatcherWithContext
+	Chunk int64
+	// Transform, when set, replaces each item as its page arrives (with a
+	// copy holding only what the caller reads), so a page's full objects are
+	// released before the next page is read.
+	Transform func(runtime.Object) runtime.Object
 }
 
-var _ cache.ListerWatcherWithContext = pagedLists{}
+var _ cache.ListerWatcherWithContext = PagedLists{}
 
-func (p pagedLists) List(opts metav1.ListOptions) (runtime.Object, error) {
+// List is ListWithContext without a context.
+func (p PagedLists) List(opts metav1.ListOptions) (runtime.Object, error) {
 	return p.ListWithContext(context.Background(), opts)
 }
 
-func (p pagedLists) Watch(opts metav1.ListOptions) (watch.Interface, error) {
-	return p.inner.WatchWithContext(context.Background(), opts)
+// Watch is WatchWithContext without a context.
+func (p PagedLists) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return p.Inner.WatchWithContext(context.Background(), opts)
 }
 
-func (p pagedLists) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return p.inner.WatchWithContext(ctx, opts)
+// WatchWithContext watches as the inner ListerWatcher does.
+func (p PagedLists) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return p.Inner.WatchWithContext(ctx, opts)
 }
 
-// ListWithContext reads every page and answers with one list, as the
-// reflector expects.
-func (p pagedLists) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+// ListWithContext reads every page from one snapshot and answers with one
+// list, without a continue token.
+func (p PagedLists) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	if opts.Continue != "" {
-		return p.inner.ListWithContext(ctx, opts)
+		// The reflector's own pager never gets here: each answer has no
+		// continue token.
+		return p.Inner.ListWithContext(ctx, opts)
 	}
 	if opts.ResourceVersion == "0" {
 		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
 	}
-	opts.Limit = p.chunk
-	first, err := p.inner.ListWithContext(ctx, opts)
-	if err != nil {
-		return nil, err
+	if opts.ResourceVersion == "" || opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
+		opts.Limit = p.Chunk
 	}
-	items, err := meta.ExtractList(first)
-	if err != nil {
-		return nil, err
-	}
-	head, err := meta.ListAccessor(first)
-	if err != nil {
-		return nil, err
-	}
-	for next := head.GetContinue(); next != ""; {
-		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = next, "", ""
-		page, err := p.inner.ListWithContext(ctx, opts)
+	var (
+		all   runtime.Object
+		items []runtime.Object
+	)
+	for {
+		page, err := p.Inner.ListWithContext(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -94,14 +100,30 @@ func (p pagedLists) ListWithContext(ctx context.Context, opts metav1.ListOptions
 		if err != nil {
 			return nil, err
 		}
-		items = append(items, more...)
-		acc, err := meta.ListAccessor(page)
+		for _, item := range more {
+			if p.Transform != nil {
+				item = p.Transform(item)
+			}
+			items = append(items, item)
+		}
+		head, err := meta.ListAccessor(page)
 		if err != nil {
 			return nil, fmt.Errorf("reading a page's continue token: %w", err)
 		}
-		next = acc.GetContinue()
+		next := head.GetContinue()
+		if all == nil {
+			// The first page's list metadata (its resourceVersion) is the
+			// answer's; its items are dropped now and set from items at the end.
+			all = page
+			head.SetContinue("")
+			head.SetRemainingItemCount(nil)
+			if err := meta.SetList(all, nil); err != nil {
+				return nil, err
+			}
+		}
+		if next == "" {
+			return all, meta.SetList(all, items)
+		}
+		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = next, "", ""
 	}
-	head.SetContinue("")
-	head.SetRemainingItemCount(nil)
-	return first, meta.SetList(first, items)
 }
