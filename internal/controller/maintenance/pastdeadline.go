@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,39 +86,21 @@ func (c *Controller) recoverStranded(ctx context.Context, node *corev1.Node, st 
 	if err := c.live.List(ctx, &pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
 		return err
 	}
+	// The drain engine's own verdicts, with the options the drain ran with:
+	// pods it skips (DaemonSet, mirror, finished) or refuses by policy
+	// (emptyDir data, no controller, when not forced) were never its to move.
+	opts := drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: force, Force: force}
 	sn := strandedNode{event: st.Event, deadline: *st.Deadline}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; mustMove(p, force) {
+		p := &pods.Items[i]
+		switch drain.Classify(p, opts, func(string, string) bool { return true }).Verdict {
+		case drain.VerdictSkip, drain.VerdictRefuse:
+		default:
 			sn.pods = append(sn.pods, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
 		}
 	}
 	c.stranded.keep(node.Name, sn)
 	return nil
-}
-
-// mustMove says whether a maintenance drain moves p: not a DaemonSet's or a
-// static pod's mirror, not finished, and (unless forced) neither holding
-// emptyDir data nor without a controller.
-func mustMove(p *corev1.Pod, force bool) bool {
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	owner := metav1.GetControllerOf(p)
-	if owner != nil && owner.Kind == "DaemonSet" {
-		return false
-	}
-	if force {
-		return true
-	}
-	for _, v := range p.Spec.Volumes {
-		if v.EmptyDir != nil {
-			return false
-		}
-	}
-	return owner != nil
 }
 
 // pastDeadline counts the nodes past their deadline that still hold a pod
