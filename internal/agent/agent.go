@@ -1,6 +1,9 @@
 // Package agent runs on every node. It watches the machine's metadata service
 // and writes the maintenance events it sees onto its own Node, and it approves
-// an event with the platform when the controller asks for it. That is all it
+// an event with the platform when the controller asks for it. When the
+// machine is about to be taken (a spot preemption, a termination) it also
+// cordons its node in the write that first reports the event, so no pod is
+// scheduled there while the controller's watch catches up. That is all it
 // can do: it holds no right to evict pods or to touch another node.
 package agent
 
@@ -41,6 +44,9 @@ type Config struct {
 	Clock clock.PassiveClock
 	// Metrics, when set, count what the agent does.
 	Metrics *Metrics
+	// CordonInvoluntary cordons the node in the write that first reports a
+	// Preempt or Terminate (see cordon.go).
+	CordonInvoluntary bool
 }
 
 // Agent mirrors one machine's maintenance events onto its Node. It logs what
@@ -207,13 +213,20 @@ func (a *Agent) take(obs maintenance.Observation, err error) (r maintenance.Repo
 	return r, true
 }
 
-// publish writes the report onto the node when it differs from what is there.
+// publish writes the report onto the node when it differs from what is there,
+// cordoning the node in the same write when the report brings a new
+// involuntary event (cordon.go).
 func (a *Agent) publish(ctx context.Context, node *corev1.Node, r maintenance.Report) error {
 	value := r.Encode()
 	if node.Annotations[maintenance.AnnotationEvents] == value || value == a.written && node.ResourceVersion == a.writtenOver {
 		return nil
 	}
-	err := a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: value})
+	var err error
+	if e, ok := a.cordonFor(node, r); ok {
+		err = a.reportAndCordon(ctx, node, value, e)
+	} else {
+		err = a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: value})
+	}
 	if m := a.cfg.Metrics; m != nil {
 		m.Writes.WithLabelValues(outcome(err)).Inc()
 	}

@@ -14,6 +14,7 @@ type Metrics struct {
 	Events    prometheus.Gauge
 	Writes    *prometheus.CounterVec
 	Approvals *prometheus.CounterVec
+	Cordons   *prometheus.CounterVec
 }
 
 // Outcomes of the counted calls.
@@ -35,13 +36,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Writes of the agent's report onto its node, by outcome."}, []string{"outcome"}),
 		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_agent_approvals_total",
 			Help: "Events the agent asked the platform to start early, as the controller asked, by outcome."}, []string{"outcome"}),
+		Cordons: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_agent_cordons_total",
+			Help: "Cordons of its own node in the write that first reported a Preempt or Terminate, by outcome (error: the report went out alone and the controller cordons)."}, []string{"outcome"}),
 	}
 	for _, o := range []string{outcomeOK, outcomeError} {
 		m.Reads.WithLabelValues(o)
 		m.Writes.WithLabelValues(o)
 		m.Approvals.WithLabelValues(o)
+		m.Cordons.WithLabelValues(o)
 	}
-	reg.MustRegister(m.Reads, m.LastRead, m.Events, m.Writes, m.Approvals)
+	reg.MustRegister(m.Reads, m.LastRead, m.Events, m.Writes, m.Approvals, m.Cordons)
 	return m
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -119,6 +120,9 @@ func TestLeastPrivilege(t *testing.T) {
 		{"cannot cordon its own node", own, `{"spec":{"unschedulable":true}}`, noSpec},
 		{"cannot taint its own node", own, `{"spec":{"taints":[{"key":"example.com/drain","effect":"NoSchedule"}]}}`, noSpec},
 		{"cannot label its own node", own, `{"metadata":{"labels":{"example.com/drained":"true"}}}`, noLabels},
+		{"cannot cordon its own node as a person's drain", own, `{"metadata":{"annotations":{"sluice.dev/cordoned-by":"cli"}},"spec":{"unschedulable":true}}`, noSpec},
+		{"cannot taint while it cordons", own, `{"metadata":{"annotations":{"sluice.dev/cordoned-by":"maintenance/evt-2"}},"spec":{"unschedulable":true,"taints":[{"key":"example.com/drain","effect":"NoSchedule"}]}}`, noSpec},
+		{"cannot name a cordon's owner without cordoning", own, annotationPatch(drain.AnnotationCordonedBy, "maintenance/evt-2"), onlyAnnotations},
 		{"cannot write the controller's annotation", own, annotationPatch(maintenance.AnnotationApprove, "evt-1"), onlyAnnotations},
 		{"cannot change another's annotation", own, annotationPatch(foreignAnnotation, "agent"), onlyAnnotations},
 		{"cannot remove another's annotation", own, annotationPatch(foreignAnnotation, nil), onlyAnnotations},
@@ -127,6 +131,61 @@ func TestLeastPrivilege(t *testing.T) {
 			wantPolicyDenial(t, patchNode(ctx, client, tc.node, tc.patch), tc.want)
 		})
 	}
+
+	preempt := maintenance.NewReport(maintenance.SourceAzure, true, append(slices.Clone(report.Events), maintenance.Event{
+		ID: "evt-2", Source: maintenance.SourceAzure, Type: maintenance.TypePreempt, Status: maintenance.StatusScheduled, NotBefore: time.Now().Add(30 * time.Second),
+	}))
+	var schedulable *corev1.Node // its own node as the agent saw it before it cordoned
+	t.Run("cordons its own node in the write that reports a Preempt", func(t *testing.T) {
+		a := New(client, slog.New(slog.DiscardHandler), Config{Node: own, Source: maintenance.SourceAzure, CordonInvoluntary: true})
+		node, err := client.CoreV1().Nodes().Get(ctx, own, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("reading its own node: %v", err)
+		}
+		schedulable = node
+		if err := a.publish(ctx, node, preempt); err != nil {
+			t.Fatalf("publishing a Preempt: %v", err)
+		}
+		node = getNode(t, env.Client, own)
+		if !node.Spec.Unschedulable || node.Annotations[drain.AnnotationCordonedBy] != "maintenance/evt-2" || node.Annotations[maintenance.AnnotationEvents] != preempt.Encode() {
+			t.Fatalf("after the Preempt's report: unschedulable=%v cordoned-by=%q report=%q; want the report and the cordon for maintenance/evt-2 in one write",
+				node.Spec.Unschedulable, node.Annotations[drain.AnnotationCordonedBy], node.Annotations[maintenance.AnnotationEvents])
+		}
+	})
+	for _, tc := range []struct{ name, patch, want string }{
+		{"cannot uncordon its own node", `{"spec":{"unschedulable":false}}`, noSpec},
+		{"cannot change a cordon's owner", annotationPatch(drain.AnnotationCordonedBy, "maintenance/evt-3"), onlyAnnotations},
+		{"cannot remove a cordon's owner", annotationPatch(drain.AnnotationCordonedBy, nil), onlyAnnotations},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantPolicyDenial(t, patchNode(ctx, client, own, tc.patch), tc.want)
+		})
+	}
+	// A person takes the node over: uncordons it, then cordons it by hand.
+	if err := patchNode(ctx, env.Client, own, `{"metadata":{"annotations":{"sluice.dev/cordoned-by":null}},"spec":{"unschedulable":false}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := patchNode(ctx, env.Client, own, `{"spec":{"unschedulable":true}}`); err != nil {
+		t.Fatal(err)
+	}
+	terminate := maintenance.NewReport(maintenance.SourceAzure, true, append(slices.Clone(report.Events), maintenance.Event{
+		ID: "evt-3", Source: maintenance.SourceAzure, Type: maintenance.TypeTerminate, Status: maintenance.StatusScheduled, NotBefore: time.Now().Add(5 * time.Minute),
+	}))
+	t.Run("never claims a person's cordon", func(t *testing.T) {
+		claim := `{"metadata":{"annotations":{"sluice.dev/cordoned-by":"maintenance/evt-3"}},"spec":{"unschedulable":true}}`
+		wantPolicyDenial(t, patchNode(ctx, client, own, claim), onlyAnnotations)
+		// An agent whose view is from before the person's cordon: its
+		// conditional write fails, and the report goes out alone.
+		a := New(client, slog.New(slog.DiscardHandler), Config{Node: own, Source: maintenance.SourceAzure, CordonInvoluntary: true})
+		if err := a.publish(ctx, schedulable, terminate); err != nil {
+			t.Fatalf("publishing a Terminate over a stale view: %v", err)
+		}
+		node := getNode(t, env.Client, own)
+		if !node.Spec.Unschedulable || node.Annotations[drain.AnnotationCordonedBy] != "" || node.Annotations[maintenance.AnnotationEvents] != terminate.Encode() {
+			t.Errorf("after a report over a person's cordon: unschedulable=%v cordoned-by=%q report=%q; want the report written and the cordon left the person's",
+				node.Spec.Unschedulable, node.Annotations[drain.AnnotationCordonedBy], node.Annotations[maintenance.AnnotationEvents])
+		}
+	})
 
 	t.Run("cannot change its own node's status", func(t *testing.T) {
 		patch := `{"status":{"capacity":{"` + probeResource + `":"1"}}}`
@@ -174,12 +233,17 @@ func TestLeastPrivilege(t *testing.T) {
 		wantPolicyDenial(t, err, "its token is not bound to a pod on a node")
 	})
 
-	want := map[string]nodeState{own: before[own].withAnnotations(map[string]string{
-		maintenance.AnnotationEvents:   report.Encode(),
+	wantOwn := before[own].withAnnotations(map[string]string{
+		maintenance.AnnotationEvents:   terminate.Encode(),
 		maintenance.AnnotationApproved: "evt-1",
-	}), other: before[other]}
+	})
+	wantOwn.Spec.Unschedulable = true // the person's cordon
+	want := map[string]nodeState{own: wantOwn, other: before[other]}
 	for _, name := range []string{own, other} {
-		if diff := stateOf(t, env.Client, name).diff(want[name]); len(diff) > 0 {
+		got := stateOf(t, env.Client, name)
+		// The node lifecycle controller taints an unschedulable node.
+		got.Spec.Taints = slices.DeleteFunc(got.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnschedulable })
+		if diff := got.diff(want[name]); len(diff) > 0 {
 			t.Errorf("node %s changed beyond the agent's own annotations:\n%s", name, strings.Join(diff, "\n"))
 		}
 	}

@@ -25,6 +25,7 @@ type agentFlags struct {
 	timeout  time.Duration
 	endAfter time.Duration
 	metrics  string
+	cordon   bool
 }
 
 func newAgentCommand() *cobra.Command {
@@ -34,8 +35,9 @@ func newAgentCommand() *cobra.Command {
 		Short: "Watch this machine's metadata service and report maintenance events on its Node",
 		Long: "The agent runs on every node (a DaemonSet). It reads the cloud's instance metadata service\n" +
 			"(Azure Scheduled Events, AWS IMDSv2, GCP metadata) and writes the maintenance events it sees\n" +
-			"onto its own Node; when the controller asks, it approves an event with the platform. It can\n" +
-			"write nothing else: it holds no right to evict pods or change other nodes.",
+			"onto its own Node; when the controller asks, it approves an event with the platform. When the\n" +
+			"machine is being taken (Preempt, Terminate) it cordons its node in that same write, for the\n" +
+			"controller to own. It can write nothing else: it holds no right to evict pods or change other nodes.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), f) },
 	}
@@ -50,6 +52,9 @@ func newAgentCommand() *cobra.Command {
 	fs.DurationVar(&f.timeout, "imds-timeout", 2*time.Second, "bound on each metadata request")
 	fs.DurationVar(&f.endAfter, "end-confirmation", maintenance.DefaultEndConfirmation.For,
 		"how long an event must be missing from the metadata answers (two at least) before it is over")
+	fs.BoolVar(&f.cordon, "cordon-on-preemption", true, "cordon the node in the write that first reports a Preempt or Terminate, "+
+		"owned by the event (sluice.dev/cordoned-by=maintenance/<id>) so the controller lifts it when the pool's action is None; "+
+		"false leaves every cordon to the controller (set it false when the controller runs with --dry-run)")
 	fs.StringVar(&f.metrics, "metrics-bind-address", "0", "address serving Prometheus /metrics, e.g. :9730; 0 turns it off (the agent runs on the node's network: pick a free port)")
 	return cmd
 }
@@ -111,8 +116,8 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	if err := serveMetrics(ctx, f.metrics, reg, log); err != nil {
 		return err
 	}
-	log.Info("agent started", "node", f.node, "cloud", cloud, "approves", approver != nil)
+	log.Info("agent started", "node", f.node, "cloud", cloud, "approves", approver != nil, "cordonOnPreemption", f.cordon)
 	ends := maintenance.EndConfirmation{Answers: maintenance.DefaultEndConfirmation.Answers, For: f.endAfter}
 	return agent.New(client, log, agent.Config{Node: f.node, Source: cloud, Watcher: watcher, Approver: approver,
-		EndConfirmation: ends, Clock: clock.RealClock{}, Metrics: metrics}).Run(ctx)
+		EndConfirmation: ends, Clock: clock.RealClock{}, Metrics: metrics, CordonInvoluntary: f.cordon}).Run(ctx)
 }

@@ -36,6 +36,12 @@ func CordonedBy(node *corev1.Node) string {
 // IsMaintenanceOwner reports whether owner is a maintenance event's.
 func IsMaintenanceOwner(owner string) bool { return strings.HasPrefix(owner, ownerMaintenancePrefix) }
 
+// MaintenanceEventOf returns the event a maintenance owner names; ok is
+// false for any other owner.
+func MaintenanceEventOf(owner string) (id string, ok bool) {
+	return strings.CutPrefix(owner, ownerMaintenancePrefix)
+}
+
 // Cordon marks the node unschedulable in memory, for a caller that writes the
 // node back with its own changes in one update. It records owner as the one
 // who cordoned it only when the node was schedulable before, so a node a

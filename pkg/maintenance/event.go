@@ -32,6 +32,10 @@ const (
 	TypeMaintenance Type = "Maintenance"
 )
 
+// NodeGoesAway reports whether an event of this type takes the machine away
+// for good (a spot preemption, a termination), rather than pausing or moving it.
+func (t Type) NodeGoesAway() bool { return t == TypePreempt || t == TypeTerminate }
+
 // Status is where the event is in its life.
 type Status string
 

@@ -75,7 +75,7 @@ func BenchmarkControllerAtScale(b *testing.B) {
 		idle := c.idle(b, settle, idleWindow)
 
 		watch := watchDrains(b, cl.client, cl.ns, cl.targets)
-		var cordon, total, drained []time.Duration
+		var cordon, total, drained, recorded []time.Duration
 		for i, t := range cl.targets {
 			id := fmt.Sprintf("preempt-probe-%d", i)
 			done := cl.h.marks.expect(t.node, id)
@@ -95,12 +95,15 @@ func BenchmarkControllerAtScale(b *testing.B) {
 			if emptied, ok := watch.waitEmpty(c, t.node, deadline.Add(5*time.Second)); ok {
 				drained = append(drained, emptied.Sub(reported))
 			}
+			if rec, _ := cl.h.marks.recordOf(t.node); !rec.IsZero() {
+				recorded = append(recorded, rec.Sub(reported))
+			}
 		}
 		watch.stop()
 		end := c.memory(b)
 		c.stop()
 
-		reportAtScale(b, cl, c, idle, end, cordon, total, drained, loadStart, loadavg())
+		reportAtScale(b, cl, c, idle, end, reactions{cordon: cordon, total: total, drained: drained, recorded: recorded}, loadStart, loadavg())
 	}
 }
 
@@ -276,6 +279,15 @@ func (m *nodeMarks) times(node string) (reported, cordoned time.Time) {
 	defer m.mu.Unlock()
 	mk := m.nodes[node]
 	return mk.reported, mk.cordoned
+}
+
+// recordOf returns when the controller's record of the event appeared on the
+// node (zero: never seen) and whether the agent had cordoned it first.
+func (m *nodeMarks) recordOf(node string) (recorded time.Time, byAgent bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mk := m.nodes[node]
+	return mk.recorded, mk.byAgent
 }
 
 // controllerProcess is `sluice controller` run from the built binary, with
@@ -774,8 +786,8 @@ func reportMassSpot(b *testing.B, m massSpot) {
 	defer w.mu.Unlock()
 	p := len(cl.targets)
 
-	var cordon, drain []time.Duration
-	cordonedIn2s, drainedInTime := 0, 0
+	var cordon, drain, record []time.Duration
+	cordonedIn2s, drainedInTime, byAgent := 0, 0, 0
 	deadlineOf := map[string]time.Time{}
 	firstReport, minPods, maxPods, podsOn := time.Time{}, -1, 0, 0
 	for i, t := range cl.targets {
@@ -790,6 +802,13 @@ func reportMassSpot(b *testing.B, m massSpot) {
 			if d <= 2*time.Second {
 				cordonedIn2s++
 			}
+		}
+		recorded, agent := cl.h.marks.recordOf(t.node)
+		if agent {
+			byAgent++
+		}
+		if !recorded.IsZero() {
+			record = append(record, recorded.Sub(reported))
 		}
 		np := w.nodes[t.node]
 		podsOn += np.initial
@@ -842,6 +861,7 @@ func reportMassSpot(b *testing.B, m massSpot) {
 	lastDeadline := slices.MaxFunc(m.deadlines, time.Time.Compare)
 	slices.Sort(cordon)
 	slices.Sort(drain)
+	slices.Sort(record)
 	pct := func(ds []time.Duration) string {
 		if len(ds) == 0 {
 			return "none"
@@ -855,6 +875,8 @@ func reportMassSpot(b *testing.B, m massSpot) {
 		{"", "sluice", "bare client (the sandbox's ceiling)", "target"},
 		{"nodes cordoned within 2s of their agent's report", of(cordonedIn2s, p), "", of(p, p)},
 		{"report on the Node -> cordoned, p50 / p99", pct(cordon), "", ""},
+		{"  cordoned in the write that reported the event (the agent's)", of(byAgent, p), "", ""},
+		{"  report on the Node -> the controller's record (adopts the cordon), p50 / p99", pct(record) + fmt.Sprintf(" (%d recorded)", len(record)), "", ""},
 		{"report on the Node -> node empty (drained), p50 / p99", pct(drain) + fmt.Sprintf(" (%d drained)", len(drain)),
 			pct(ceil.drained) + fmt.Sprintf(" (%d drained; from its start)", len(ceil.drained)), ""},
 		{"nodes drained before their deadline", of(drainedInTime, p), of(ceil.drainedInTime, ceil.nodes), of(p, p)},
@@ -909,14 +931,22 @@ func replacementPace(w *drainWatch, from, until time.Time) string {
 	return fmt.Sprintf("%d / %d in %.0fs (%.0f/s Ready)", created, ready, secs, float64(ready)/secs)
 }
 
+// reactions are the probes' times, each from the agent's report on the node
+// unless named otherwise.
+type reactions struct {
+	cordon, total, drained []time.Duration
+	recorded               []time.Duration // report -> the controller's record
+}
+
 func reportAtScale(b *testing.B, cl *scaleCluster, c *controllerProcess, idle idleFigures, end sandbox.Memory,
-	cordon, total, drained []time.Duration, loadStart, loadEnd string) {
+	r reactions, loadStart, loadEnd string) {
 	b.Helper()
+	cordon, total, drained := r.cordon, r.total, r.drained
 	each := make([]string, 0, len(cordon))
 	for _, d := range cordon {
 		each = append(each, d.Round(time.Millisecond).String())
 	}
-	for _, ds := range [][]time.Duration{cordon, total, drained} {
+	for _, ds := range [][]time.Duration{cordon, total, drained, r.recorded} {
 		slices.Sort(ds)
 	}
 	median := func(ds []time.Duration) string {
@@ -937,6 +967,7 @@ func reportAtScale(b *testing.B, cl *scaleCluster, c *controllerProcess, idle id
 		{"controller CPU while idle", fmt.Sprintf("%.1f%% of a core", 100*idle.cpuSeconds/idle.window.Seconds()), ""},
 		{fmt.Sprintf("Preempt report on the Node -> cordoned, median of %d", len(cordon)), median(cordon), "<= 1.5s"},
 		{"  each", strings.Join(each, ", "), ""},
+		{"  report -> the controller's record (it adopts the agent's cordon), median", median(r.recorded), ""},
 		{"  event appears -> cordoned (with the agent's 1s poll), median", median(total), ""},
 		{"  report -> node empty (drained), median", fmt.Sprintf("%s (%d of %d drained)", median(drained), len(drained), len(cordon)), ""},
 		{"controller start -> caches synced", c.synced.Round(100 * time.Millisecond).String(), ""},

@@ -167,7 +167,7 @@ func (h *harness) addNode(b *testing.B, sb *sandbox.Sandbox, n *corev1.Node, wit
 	approver, _ := w.(maintenance.Approver)
 	var client kubernetes.Interface
 	client, t.requests = countingClient(b, sb)
-	a := agent.New(client, slog.New(slog.DiscardHandler), agent.Config{Node: n.Name, Source: maintenance.SourceAzure, Watcher: w, Approver: approver})
+	a := agent.New(client, slog.New(slog.DiscardHandler), agent.Config{Node: n.Name, Source: maintenance.SourceAzure, Watcher: w, Approver: approver, CordonInvoluntary: true})
 	h.wg.Add(1)
 	go func() { defer h.wg.Done(); _ = a.Run(h.ctx) }()
 	return t
@@ -271,6 +271,7 @@ type marks struct {
 	reported  time.Time
 	recorded  time.Time // the controller's record names the event
 	cordoned  time.Time
+	byAgent   bool          // cordoned before the controller's record: the agent's write
 	done      chan struct{} // closed once cordoned
 }
 
@@ -325,13 +326,17 @@ func (m *nodeMarks) observe(obj any) {
 			mk.reported = now
 		}
 	}
-	if ev, _, ok := mcontroller.PhaseOf(n); ok && ev == mk.event && mk.recorded.IsZero() {
+	ev, _, recorded := mcontroller.PhaseOf(n)
+	recorded = recorded && ev == mk.event
+	if recorded && mk.recorded.IsZero() {
 		mk.recorded = now
 		mk.reported = firstSet(mk.reported, now)
 	}
 	if n.Spec.Unschedulable && mk.cordoned.IsZero() {
+		// A cordon seen before the controller's record is the agent's, in
+		// the write that reported a Preempt (internal/agent/cordon.go).
 		mk.cordoned = now
-		mk.recorded = firstSet(mk.recorded, now)
+		mk.byAgent = mk.recorded.IsZero()
 		mk.reported = firstSet(mk.reported, now)
 		close(mk.done)
 	}
@@ -359,13 +364,16 @@ func (m *nodeMarks) reaction(node string, appeared, polled time.Time) reaction {
 		// Schedule and its stamp: count the whole wait as waiting.
 		polled = mk.reported
 	}
-	return reaction{
+	r := reaction{
 		total:    mk.cordoned.Sub(appeared),
 		pollWait: polled.Sub(appeared),
 		agent:    mk.reported.Sub(polled),
-		record:   mk.recorded.Sub(mk.reported),
-		cordon:   mk.cordoned.Sub(mk.recorded),
 	}
+	if !mk.byAgent {
+		r.record = mk.recorded.Sub(mk.reported)
+		r.cordon = mk.cordoned.Sub(mk.recorded)
+	}
+	return r
 }
 
 // footprint is what a `sluice agent` process held after running a while.

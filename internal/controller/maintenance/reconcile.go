@@ -68,7 +68,7 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	case next == nil:
 		return c.finish(ctx, node, st)
 	case !has || st.Event != next.ID:
-		if node, st, err = c.adopt(ctx, node, st, has, *next, policy); err != nil {
+		if node, st, err = c.adopt(ctx, node, st, has, *next, report, policy); err != nil {
 			return 0, err
 		}
 		fresh = true
@@ -79,6 +79,12 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 			return 0, err
 		}
 		fresh = true
+	}
+	if !fresh {
+		// The recorded event stays; the agent may have cordoned for another.
+		if node, err = c.settleAgentCordonNow(ctx, node, st, report); err != nil {
+			return 0, err
+		}
 	}
 	return c.act(ctx, node, st, *next, report, policy, fresh)
 }
@@ -209,8 +215,11 @@ func earlier(a, b time.Time) bool {
 
 // adopt records a new event on the node, replacing (and stopping the drain
 // of) the event it superseded, and announces it. A cordon sluice placed for
-// the superseded event passes to the new one, which will take it back.
-func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, hadOld bool, e maintenance.Event, policy Policy) (*corev1.Node, state, error) {
+// the superseded event passes to the new one, which will take it back; so
+// does one the agent placed when it reported an event that takes the
+// machine away, unless the new event calls for no cordon: then it is lifted
+// (agentcordon.go).
+func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, hadOld bool, e maintenance.Event, report maintenance.Report, policy Policy) (*corev1.Node, state, error) {
 	if hadOld {
 		c.queue.Cancel(node.Name)
 	}
@@ -228,10 +237,14 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	cordonNow := !st.OptIn && (st.Action == ActionCordon || st.Action == ActionDrain)
 	cordoned := false
 	var rec state // as written: the last attempt's
+	var agent cordonSettlement
+	var agentFor string
 	updated, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
 		rec = st
 		if hadOld && drain.CordonedBy(n) == drain.MaintenanceOwner(old.Event) {
 			n.Annotations[drain.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
+		} else {
+			agent, agentFor = settleAgentCordon(n, rec, report, c.clock.Now())
 		}
 		if cordonNow {
 			cordoned = cordonAndTaint(n, &rec)
@@ -249,6 +262,9 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	}
 	c.recorder.Eventf(updated, corev1.EventTypeWarning, "MaintenanceScheduled", "%s", describe(e, st, policy))
 	c.opts.Log.Info("maintenance event", "node", node.Name, "id", e.ID, "type", e.Type, "source", e.Source, "action", st.Action, "pool", policy.Pool)
+	if agent == liftAgentCordon {
+		c.announceAgentCordon(updated, st, agent, agentFor)
+	}
 	if cordonNow {
 		c.cordoned(updated, st, cordoned)
 	}
@@ -401,7 +417,8 @@ func (c *Controller) cordon(ctx context.Context, name string, st state, phase Ph
 // leads to. It reports whether sluice placed the cordon (false: someone
 // else had, and it stays theirs).
 func cordonAndTaint(n *corev1.Node, st *state) bool {
-	cordoned := drain.Cordon(n, drain.MaintenanceOwner(st.Event))
+	// Already cordoned for this event (by its agent, or an earlier pass) is ours too.
+	cordoned := drain.Cordon(n, drain.MaintenanceOwner(st.Event)) || drain.CordonedBy(n) == drain.MaintenanceOwner(st.Event)
 	if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey }) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: string(st.Type), Effect: TaintEffect})
 		st.Tainted = true

@@ -105,8 +105,10 @@ func (s *scene) startAgent(t *testing.T) {
 	// An event ends with the first answer without it, as before the agent
 	// confirmed ends (internal/agent proves that rule): these scenes time
 	// the controller, not the confirmation.
+	// It cordons for a Preempt or Terminate in its report's write, as the
+	// chart's agent does by default.
 	a := agent.New(s.env.Client, logger(t).With("component", "agent"), agent.Config{Node: s.node, Source: s.cloud, Watcher: w, Approver: approver,
-		EndConfirmation: maintenance.EndConfirmation{Answers: 1}})
+		EndConfirmation: maintenance.EndConfirmation{Answers: 1}, CordonInvoluntary: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = a.Run(ctx) }()

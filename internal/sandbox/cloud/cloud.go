@@ -233,7 +233,7 @@ func (c *Cloud) start(ctx context.Context, pod *corev1.Pod) error {
 	approver, _ := watcher.(maintenance.Approver)
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	a := agent.New(client, c.log.With("component", "agent"), agent.Config{Node: node.Name, Source: source, Watcher: watcher, Approver: approver})
+	a := agent.New(client, c.log.With("component", "agent"), agent.Config{Node: node.Name, Source: source, Watcher: watcher, Approver: approver, CordonInvoluntary: true})
 	go func() {
 		defer close(done)
 		if err := a.Run(actx); err != nil {

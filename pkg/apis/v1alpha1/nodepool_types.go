@@ -747,7 +747,7 @@ func (m *MaintenanceSpec) ForceEvictFor(t maintenance.Type) bool {
 	case ForceEvictNever:
 		return false
 	}
-	return t == maintenance.TypePreempt || t == maintenance.TypeTerminate
+	return t.NodeGoesAway()
 }
 
 // ActionFor returns the action to take on a maintenance event of type t: the
