@@ -34,7 +34,8 @@ import (
 
 // The side-by-side consolidation scene: the same 50 Standard_D8s_v5 nodes
 // full of the same pods in two sandboxes, one after the other, the workload
-// scaled down by 70 %, then one consolidator let loose in each.
+// scaled down by 70 % to the same layout (sidelayout_bench_test.go), then
+// one consolidator let loose in each.
 const (
 	sideNodes       = 50
 	sidePerNode     = 5 // 1500m/4Gi pods: five fill a Standard_D8s_v5 (7820m allocatable)
@@ -112,7 +113,10 @@ type sideResult struct {
 	// evict, given where the scale-down left them: all but those already on
 	// the minimum's number of fullest nodes.
 	mustMove int
-	load     string
+	// planned and layout are the pods per node the scale-down was to
+	// leave (sidelayout_bench_test.go) and did leave.
+	planned, layout string
+	load            string
 	// audit is the auditor's table, printed when it saw a PDB floor broken.
 	audit string
 }
@@ -143,6 +147,7 @@ func runSide(b *testing.B, s side) sideResult {
 	})
 
 	left := replicas * (100 - sideScaleDown) / 100
+	planned, _ := scaleDownAsPlanned(ctx, b, clientset, ns, poolNodesByLabel(b, clientset), left)
 	for d := range sideDeployments {
 		patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, left)
 		if out, err := exec.Command(kubectl, "--kubeconfig", sb.Kubeconfig(), "-n", ns, "patch", "deployment", fmt.Sprintf("app%d", d),
@@ -157,6 +162,7 @@ func runSide(b *testing.B, s side) sideResult {
 	})
 
 	mustMove := fewestMoves(b, clientset, ns, pods)
+	startLayout := layoutNow(ctx, b, clientset, ns, poolNodesByLabel(b, clientset))
 
 	a, err := audit.Start(ctx, sb.RESTConfig(), func(string, ...any) {})
 	if err != nil {
@@ -180,7 +186,8 @@ func runSide(b *testing.B, s side) sideResult {
 	final := poolNodesByLabel(b, clientset)
 	r := sideResult{name: s.name(), nodes: len(final), converged: converged, settled: settled,
 		evictions: int(evictionsByCode(b, clientset)["201"] - evictedBefore), created: w.created(),
-		broken: sum.Row(audit.PDBFloor).Violated, load: loadavg(), audit: sum.String(), mustMove: mustMove}
+		broken: sum.Row(audit.PDBFloor).Violated, load: loadavg(), audit: sum.String(), mustMove: mustMove,
+		planned: planned, layout: startLayout}
 	count := map[string]int{}
 	for _, n := range final {
 		t := n.Labels[provider.LabelInstanceType]
@@ -619,7 +626,8 @@ func reportSides(b *testing.B, rs []sideResult, loadStart string) {
 		{"above the bin-packing minimum", pct(s), pct(k), "sluice <= +5%, and <= Karpenter's cost"},
 		{"time to converge", conv(s), conv(k), "sluice < Karpenter"},
 		{"evictions", fmt.Sprint(s.evictions), fmt.Sprint(k.evictions), "sluice < Karpenter"},
-		{"  fewest possible, from where the scale-down left the pods", fmt.Sprint(s.mustMove), fmt.Sprint(k.mustMove), ""},
+		{"start after the scale-down, nodes by pods held", s.layout, k.layout, "the plan on both: " + s.planned},
+		{"  fewest possible, from where the scale-down left the pods", fmt.Sprint(s.mustMove), fmt.Sprint(k.mustMove), "the same on both"},
 		{"  beyond that fewest", fmt.Sprint(s.evictions - s.mustMove), fmt.Sprint(k.evictions - k.mustMove), "sluice <= Karpenter"},
 		{"machines created", fmt.Sprint(s.created), fmt.Sprint(k.created), ""},
 		{"PDB floors broken", fmt.Sprint(s.broken), fmt.Sprint(k.broken), "0 for sluice"},

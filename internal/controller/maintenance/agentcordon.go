@@ -22,9 +22,9 @@ import (
 type cordonSettlement int
 
 const (
-	noAgentCordon cordonSettlement = iota // none, or already the record's own
-	keepAgentCordon                       // the recorded event cordons: the cordon passes to it
-	liftAgentCordon                       // the recorded event does not: uncordon
+	noAgentCordon   cordonSettlement = iota // none, or already the record's own
+	keepAgentCordon                         // the recorded event cordons: the cordon passes to it
+	liftAgentCordon                         // the recorded event does not: uncordon
 )
 
 // agentCordonOf says what to do about the cordon on n when its agent placed
