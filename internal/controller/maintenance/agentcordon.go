@@ -75,8 +75,13 @@ func settleAgentCordon(n *corev1.Node, st state, report maintenance.Report, now 
 // the event being recorded did not settle in its own write (the recorded
 // event stays, and the agent cordoned for another).
 func (c *Controller) settleAgentCordonNow(ctx context.Context, node *corev1.Node, st state, report maintenance.Report) (*corev1.Node, error) {
-	if what, _ := agentCordonOf(node, st, report); what == noAgentCordon {
+	switch what, id := agentCordonOf(node, st, report); what {
+	case noAgentCordon:
 		return node, nil
+	case liftAgentCordon:
+		if lifted, err := drain.Uncordon(node.DeepCopy(), drain.MaintenanceOwner(id), c.clock.Now()); err != nil || !lifted {
+			return node, nil // a drain holds the node: looked at again when its claim changes
+		}
 	}
 	var what cordonSettlement
 	var id string
