@@ -64,6 +64,9 @@ type Agent struct {
 	// writtenOver: a node still at that version is the cache not yet showing
 	// the write, and is not written again.
 	written, writtenOver string
+	// cordonedFor are the events the agent has cordoned its node for
+	// (cordon.go), each once.
+	cordonedFor map[string]bool
 
 	// What the watch loop keeps between answers (see take).
 	ends     *maintenance.EndConfirmer
@@ -223,7 +226,7 @@ func (a *Agent) publish(ctx context.Context, node *corev1.Node, r maintenance.Re
 	}
 	var err error
 	if e, ok := a.cordonFor(node, r); ok {
-		err = a.reportAndCordon(ctx, node, value, e)
+		err = a.reportAndCordon(ctx, node, r, value, e)
 	} else {
 		err = a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: value})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -39,6 +40,9 @@ func (a *Agent) cordonFor(node *corev1.Node, r maintenance.Report) (maintenance.
 	if !a.cfg.CordonInvoluntary || node.Spec.Unschedulable {
 		return maintenance.Event{}, false
 	}
+	if a.cordonedFor == nil {
+		a.cordonedFor = map[string]bool{}
+	}
 	// An unreadable report on the node counts as empty: the events in r are
 	// then all new, which at worst cordons for one the node already had.
 	previous, _, _ := maintenance.ReportOf(node)
@@ -48,7 +52,9 @@ func (a *Agent) cordonFor(node *corev1.Node, r maintenance.Report) (maintenance.
 		if !e.Active() || e.ID == "" || !e.Type.NodeGoesAway() {
 			continue
 		}
-		if _, known := previous.Find(e.ID); known {
+		// Known: on the node already, or cordoned for once (the watch may
+		// not show that write yet; after it, the cordon is the controller's).
+		if _, known := previous.Find(e.ID); known || a.cordonedFor[e.ID] {
 			continue
 		}
 		if best == nil || !e.Deadline.IsZero() && (best.Deadline.IsZero() || e.Deadline.Before(best.Deadline)) {
@@ -62,29 +68,49 @@ func (a *Agent) cordonFor(node *corev1.Node, r maintenance.Report) (maintenance.
 }
 
 // reportAndCordon writes the report and cordons the node for e in one patch,
-// conditional on the node still being the one the agent saw. When that
-// fails (another write came first, or the admission policy refuses it) the
-// report is written alone.
-func (a *Agent) reportAndCordon(ctx context.Context, node *corev1.Node, report string, e maintenance.Event) error {
-	owner := drain.MaintenanceOwner(e.ID)
+// conditional on the node still being the one the agent saw. When another
+// write came first it reads the node afresh and tries once more, if the
+// node still calls for it; when that fails too, or the admission policy
+// refuses it, the report is written alone.
+func (a *Agent) reportAndCordon(ctx context.Context, node *corev1.Node, r maintenance.Report, report string, e maintenance.Event) error {
+	err := a.cordonPatch(ctx, node.ResourceVersion, report, e)
+	if apierrors.IsConflict(err) {
+		// The watch lags behind the node (a busy API server): look live.
+		live, getErr := a.client.CoreV1().Nodes().Get(ctx, a.cfg.Node, metav1.GetOptions{})
+		if getErr != nil {
+			err = getErr
+		} else if again, ok := a.cordonFor(live, r); ok && again.ID == e.ID {
+			err = a.cordonPatch(ctx, live.ResourceVersion, report, e)
+		} else {
+			return a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: report}) // cordoned meanwhile, by someone
+		}
+	}
+	if m := a.cfg.Metrics; m != nil {
+		m.Cordons.WithLabelValues(outcome(err)).Inc()
+	}
+	if err == nil {
+		a.cordonedFor[e.ID] = true
+		a.log.Info("cordoned the node: the machine is going away", "id", e.ID, "type", e.Type, "deadline", e.Deadline, "owner", drain.MaintenanceOwner(e.ID))
+		return nil
+	}
+	a.log.Warn("could not cordon the node with the report; writing the report alone, the controller cordons it", "id", e.ID, "err", err)
+	return a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: report})
+}
+
+// cordonPatch is the conditional patch: the report, the cordon and its owner.
+func (a *Agent) cordonPatch(ctx context.Context, resourceVersion, report string, e maintenance.Event) error {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{
-			"resourceVersion": node.ResourceVersion,
-			"annotations":     map[string]any{maintenance.AnnotationEvents: report, drain.AnnotationCordonedBy: owner},
+			"resourceVersion": resourceVersion,
+			"annotations":     map[string]any{maintenance.AnnotationEvents: report, drain.AnnotationCordonedBy: drain.MaintenanceOwner(e.ID)},
 		},
 		"spec": map[string]any{"unschedulable": true},
 	})
 	if err != nil {
 		return fmt.Errorf("encoding patch: %w", err)
 	}
-	_, err = a.client.CoreV1().Nodes().Patch(ctx, a.cfg.Node, types.MergePatchType, patch, metav1.PatchOptions{})
-	if m := a.cfg.Metrics; m != nil {
-		m.Cordons.WithLabelValues(outcome(err)).Inc()
+	if _, err := a.client.CoreV1().Nodes().Patch(ctx, a.cfg.Node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("cordoning node %s: %w", a.cfg.Node, err)
 	}
-	if err == nil {
-		a.log.Info("cordoned the node: the machine is going away", "id", e.ID, "type", e.Type, "deadline", e.Deadline, "owner", owner)
-		return nil
-	}
-	a.log.Warn("could not cordon the node with the report; writing the report alone, the controller cordons it", "id", e.ID, "err", err)
-	return a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: report})
+	return nil
 }

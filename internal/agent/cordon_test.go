@@ -2,12 +2,15 @@ package agent
 
 import (
 	"log/slog"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	chart "github.com/sluice-dev/sluice/charts/sluice"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -57,5 +60,26 @@ func TestCordonForPicksANewEventThatTakesTheMachineAway(t *testing.T) {
 				t.Errorf("cordons for %q (%v); want %s", e.ID, ok, tc.want)
 			}
 		})
+	}
+}
+
+// The admission policy lets the agent's cordon change spec.unschedulable and
+// nothing else, by comparing every other field of the spec by name: a field
+// Kubernetes adds to NodeSpec would be writable in that one write until the
+// policy names it too.
+func TestThePolicyListsEveryNodeSpecField(t *testing.T) {
+	policy, err := chart.AgentPolicy("sluice-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := reflect.TypeOf(corev1.NodeSpec{})
+	for i := range spec.NumField() {
+		name, _, _ := strings.Cut(spec.Field(i).Tag.Get("json"), ",")
+		if name == "unschedulable" {
+			continue
+		}
+		if !strings.Contains(policy, "object.spec.?"+name+".") && !strings.Contains(policy, "has(object.spec."+name+")") {
+			t.Errorf("the agent policy's agentCordon does not compare spec.%s: add it, or the agent's cordon may change it", name)
+		}
 	}
 }

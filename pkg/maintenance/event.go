@@ -33,7 +33,9 @@ const (
 )
 
 // NodeGoesAway reports whether an event of this type takes the machine away
-// for good (a spot preemption, a termination), rather than pausing or moving it.
+// (a spot preemption, a termination or retirement; some come back, as an AWS
+// stopped instance does, but not with their pods), rather than pausing it or
+// moving it with its disks and pods in place.
 func (t Type) NodeGoesAway() bool { return t == TypePreempt || t == TypeTerminate }
 
 // Status is where the event is in its life.

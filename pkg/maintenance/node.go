@@ -11,8 +11,9 @@ import (
 
 // Node annotations through which the agent and the controller talk. The
 // agent may write only the maintenance.sluice.dev/ keys on its own node (the
-// shipped ValidatingAdmissionPolicy enforces it); the controller writes the
-// sluice.dev/ keys. Everything lives on the Node, so either side can restart
+// shipped ValidatingAdmissionPolicy enforces it), and sluice.dev/cordoned-by
+// once, in the write that cordons its node for an event that takes the
+// machine away; the controller writes the other sluice.dev/ keys. Everything lives on the Node, so either side can restart
 // and pick up where it was.
 const (
 	// AnnotationEvents holds the agent's latest Report (JSON).

@@ -81,3 +81,31 @@ func TestTheControllerLiftsTheAgentsCordonWhenThePoolSaysNone(t *testing.T) {
 	}
 	s.samePods(t, before, nil)
 }
+
+// The controller was not running while a Preempt came and went (the
+// platform took it back): the agent's cordon is left with no record to own
+// it, and the controller, once it runs, puts the Ready node back in service.
+func TestTheControllerLiftsAnAgentsCordonWhoseEventEndedUnseen(t *testing.T) {
+	s := newScene(t, maintenance.SourceAzure)
+	vm := vmName(t, s)
+	s.azure.Schedule(azure.RawEvent{EventID: "preempt-c", EventType: "Preempt", ResourceType: "VirtualMachine", Resources: []string{vm},
+		EventStatus: "Scheduled", NotBefore: rfc1123(time.Now().Add(2 * time.Minute)), EventSource: "Platform", DurationInSeconds: -1})
+	s.env.WaitFor(t, 15*time.Second, "the agent's cordon for preempt-c", func(context.Context) (bool, error) {
+		return drain.CordonedBy(s.getNode(t)) == drain.MaintenanceOwner("preempt-c"), nil
+	})
+	s.azure.Finish("preempt-c")
+	s.env.WaitFor(t, 15*time.Second, "the report without preempt-c", func(context.Context) (bool, error) {
+		r, _, err := maintenance.ReportOf(s.getNode(t))
+		_, ok := r.Find("preempt-c")
+		return !ok, err
+	})
+	if n := s.getNode(t); !n.Spec.Unschedulable {
+		t.Fatalf("the node was uncordoned before any controller ran")
+	}
+
+	startController(t, s.env)
+	s.waitForReason(t, 20*time.Second, "Uncordoned")
+	if n := s.getNode(t); n.Spec.Unschedulable || n.Annotations[drain.AnnotationCordonedBy] != "" {
+		t.Errorf("unschedulable=%v cordoned-by=%q; want the orphaned cordon lifted", n.Spec.Unschedulable, n.Annotations[drain.AnnotationCordonedBy])
+	}
+}

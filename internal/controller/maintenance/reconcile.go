@@ -64,11 +64,12 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 	}
 	switch {
 	case next == nil && !has:
-		return 0, nil
+		_, requeue, err := c.settleAgentCordonNow(ctx, node, st, false)
+		return requeue, err
 	case next == nil:
 		return c.finish(ctx, node, st)
 	case !has || st.Event != next.ID:
-		if node, st, err = c.adopt(ctx, node, st, has, *next, report, policy); err != nil {
+		if node, st, err = c.adopt(ctx, node, st, has, *next, policy); err != nil {
 			return 0, err
 		}
 		fresh = true
@@ -80,13 +81,23 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 		}
 		fresh = true
 	}
+	var requeue time.Duration
 	if !fresh {
 		// The recorded event stays; the agent may have cordoned for another.
-		if node, err = c.settleAgentCordonNow(ctx, node, st, report); err != nil {
+		if node, requeue, err = c.settleAgentCordonNow(ctx, node, st, true); err != nil {
 			return 0, err
 		}
 	}
-	return c.act(ctx, node, st, *next, report, policy, fresh)
+	after, err := c.act(ctx, node, st, *next, report, policy, fresh)
+	return sooner(after, requeue), err
+}
+
+// sooner is the earlier of two "look again after" durations, 0 meaning never.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
 }
 
 // load reads the node from the cache, or returns nil when there is nothing
@@ -219,7 +230,7 @@ func earlier(a, b time.Time) bool {
 // does one the agent placed when it reported an event that takes the
 // machine away, unless the new event calls for no cordon: then it is lifted
 // (agentcordon.go).
-func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, hadOld bool, e maintenance.Event, report maintenance.Report, policy Policy) (*corev1.Node, state, error) {
+func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, hadOld bool, e maintenance.Event, policy Policy) (*corev1.Node, state, error) {
 	if hadOld {
 		c.queue.Cancel(node.Name)
 	}
@@ -241,10 +252,11 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	var agentFor string
 	updated, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
 		rec = st
+		agent, agentFor = noAgentCordon, ""
 		if hadOld && drain.CordonedBy(n) == drain.MaintenanceOwner(old.Event) {
 			n.Annotations[drain.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
 		} else {
-			agent, agentFor = settleAgentCordon(n, rec, report, c.clock.Now())
+			agent, agentFor = settleAgentCordon(n, rec, true, c.clock.Now())
 		}
 		if cordonNow {
 			cordoned = cordonAndTaint(n, &rec)
@@ -262,7 +274,7 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	}
 	c.recorder.Eventf(updated, corev1.EventTypeWarning, "MaintenanceScheduled", "%s", describe(e, st, policy))
 	c.opts.Log.Info("maintenance event", "node", node.Name, "id", e.ID, "type", e.Type, "source", e.Source, "action", st.Action, "pool", policy.Pool)
-	if agent == liftAgentCordon {
+	if agent == liftAgentCordon || agent == liftOrphanedCordon && !cordonNow {
 		c.announceAgentCordon(updated, st, agent, agentFor)
 	}
 	if cordonNow {
