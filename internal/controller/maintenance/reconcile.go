@@ -81,14 +81,21 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) (time.Durat
 		}
 		fresh = true
 	}
+	return c.settleAndAct(ctx, node, st, *next, report, policy, fresh)
+}
+
+// settleAndAct settles an agent's cordon the record's own write did not
+// (the recorded event stays, and the agent cordoned for another), then
+// carries the event's action forward.
+func (c *Controller) settleAndAct(ctx context.Context, node *corev1.Node, st state, e maintenance.Event, report maintenance.Report, policy Policy, fresh bool) (time.Duration, error) {
 	var requeue time.Duration
 	if !fresh {
-		// The recorded event stays; the agent may have cordoned for another.
+		var err error
 		if node, requeue, err = c.settleAgentCordonNow(ctx, node, st, true); err != nil {
 			return 0, err
 		}
 	}
-	after, err := c.act(ctx, node, st, *next, report, policy, fresh)
+	after, err := c.act(ctx, node, st, e, report, policy, fresh)
 	return sooner(after, requeue), err
 }
 
