@@ -83,7 +83,7 @@ func New(client kubernetes.Interface, log *slog.Logger, cfg Config) *Agent {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Agent{client: client, log: log.With("node", cfg.Node), cfg: cfg, logged: map[string]maintenance.Event{},
+	return &Agent{client: client, log: log.With("node", cfg.Node), cfg: cfg, logged: map[string]maintenance.Event{}, cordonedFor: map[string]bool{},
 		ends: maintenance.NewEndConfirmer(cfg.Clock, cfg.EndConfirmation), rejected: map[string]bool{}, missing: map[string]bool{}}
 }
 

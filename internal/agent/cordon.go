@@ -40,9 +40,6 @@ func (a *Agent) cordonFor(node *corev1.Node, r maintenance.Report) (maintenance.
 	if !a.cfg.CordonInvoluntary || node.Spec.Unschedulable {
 		return maintenance.Event{}, false
 	}
-	if a.cordonedFor == nil {
-		a.cordonedFor = map[string]bool{}
-	}
 	// An unreadable report on the node counts as empty: the events in r are
 	// then all new, which at worst cordons for one the node already had.
 	previous, _, _ := maintenance.ReportOf(node)

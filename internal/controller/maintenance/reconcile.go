@@ -252,7 +252,7 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	// A cordon or drain starts in the same write that records the event:
 	// under a mass preemption one write per node, not two and a re-read,
 	// is what keeps every cordon inside the cloud's notice.
-	cordonNow := !st.OptIn && (st.Action == ActionCordon || st.Action == ActionDrain)
+	cordonNow := cordons(st) // a new record is Observed: a Freeze's opt-in waits for its pods
 	cordoned := false
 	var rec state // as written: the last attempt's
 	var agent cordonSettlement
