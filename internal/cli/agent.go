@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,6 +82,11 @@ func (f *agentFlags) validate() error {
 	if err := checkBindAddress("--metrics-bind-address", f.metrics); err != nil {
 		errs = append(errs, err)
 	}
+	if f.endpoint != "" {
+		if u, err := url.Parse(f.endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--imds-endpoint %q: give an http:// URL such as http://169.254.169.254 (or leave it empty for the cloud's own)", f.endpoint))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -92,9 +98,9 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	if err != nil {
 		return err
 	}
-	client, _, err := f.client.Client()
+	client, _, err := f.client.ServiceClient(ctx, clock.RealClock{}, log)
 	if err != nil {
-		return err
+		return stoppedIsNoError(ctx, err)
 	}
 	node, err := client.CoreV1().Nodes().Get(ctx, f.node, metav1.GetOptions{})
 	if err != nil {

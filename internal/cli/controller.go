@@ -125,7 +125,7 @@ func newControllerCommand() *cobra.Command {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decide and report (NodePool status, WouldAct and WouldReplace Events, logs) what would be done about maintenance events, drift, expiry and deleted nodes, and change no node or machine")
 	fs.DurationVar(&f.registration, "registration-timeout", 10*time.Minute, "how long a replacement machine may take to become a Ready node before it is given up and deleted (the old node stays in service)")
 	fs.DurationVar(&f.validation, "consolidation-validation-delay", 15*time.Second, "how long a consolidation decision waits before a second pass must make it again for it to be carried out (the cluster may have moved)")
-	fs.DurationVar(&f.timelineRetention, "timeline-retention", defaultTimelineRetention, "keep each node's last drain as a timeline (ConfigMap sluice-timeline-NODE in --leader-election-namespace) this long after it ends (pruned hourly), for `sluice explain node NODE --timeline`; 0 keeps none and deletes those kept before")
+	fs.DurationVar(&f.timelineRetention, "timeline-retention", defaultTimelineRetention, "keep each node's last drain as a timeline (ConfigMap sluice-timeline-NODE in --leader-election-namespace) this long after it ends (pruned hourly), for sluice explain node NODE --timeline; 0 keeps none and deletes those kept before")
 	fs.StringVar(&f.podNamespace, "pod-namespace", envOr("POD_NAMESPACE", ""), "namespace of the controller's own pod, evicted last when it runs on a node it drains (env POD_NAMESPACE)")
 	return cmd
 }
@@ -212,15 +212,16 @@ func runController(ctx context.Context, f *controllerFlags) error {
 	if err != nil {
 		return err
 	}
+	clk := clock.RealClock{}
+	f.client.Contact = f.requestTimeout
+	_, cfg, err := f.client.ServiceClient(ctx, clk, log)
+	if err != nil {
+		return stoppedIsNoError(ctx, err)
+	}
 	// The cache holds every pod of the cluster: collect at half the
 	// default growth, and stay under the container's limit.
 	mem := memlimit.Apply(controllerGCPercent, "/sys/fs/cgroup")
 	log.Info("memory", "gcPercent", mem.GCPercent, "softLimitBytes", mem.Limit, "containerLimitBytes", mem.Cgroup)
-	cfg, err := f.client.RESTConfig()
-	if err != nil {
-		return err
-	}
-	clk := clock.RealClock{}
 	opts := controller.Options{
 		Identity:       f.identity,
 		PodNamespace:   f.podNamespace,

@@ -17,7 +17,7 @@ import (
 )
 
 func newDoctorCommand() *cobra.Command {
-	var client kube.ClientFlags
+	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
 	var selector, output string
 	var stuckAfter time.Duration
 	cmd := &cobra.Command{
@@ -52,6 +52,11 @@ Exit status: 0 no errors, 3 at least one error (a drain would hang or lose data)
 			if stuckAfter <= 0 {
 				return fmt.Errorf("--stuck-after %s: must be positive", stuckAfter)
 			}
+			if selector != "" {
+				if _, err := parseSelector("selector", selector); err != nil {
+					return err
+				}
+			}
 			return runDoctor(cmd.Context(), cmd.OutOrStdout(), client, selector, targets, format, stuckAfter)
 		},
 	}
@@ -63,7 +68,7 @@ Exit status: 0 no errors, 3 at least one error (a drain would hang or lose data)
 }
 
 func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selector string, targets []string, format outputFormat, stuckAfter time.Duration) error {
-	c, _, err := flags.Client()
+	c, _, err := flags.Client(ctx)
 	if err != nil {
 		return err
 	}

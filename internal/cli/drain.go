@@ -137,6 +137,14 @@ func (f *drainFlags) toOptions(now time.Time, args []string) (drain.Options, out
 	if f.gracePeriod != -1 {
 		opts.GracePeriodSeconds = &f.gracePeriod
 	}
+	// The library reads zero as "the default"; a person who types 0 means
+	// none at all, which would never drain: refused, as negative values are.
+	if opts.Parallel < 1 {
+		return opts, "", fmt.Errorf("--parallel %d: must be at least 1", opts.Parallel)
+	}
+	if opts.MaxInFlight < 1 {
+		return opts, "", fmt.Errorf("--max-in-flight %d: must be at least 1", opts.MaxInFlight)
+	}
 	if err := checkTimelinePath(f.timeline); err != nil {
 		return opts, "", err
 	}
@@ -170,7 +178,18 @@ func runDrain(ctx context.Context, out, errOut io.Writer, f *drainFlags, args []
 	if err != nil {
 		return err
 	}
-	client, _, err := f.client.Client()
+	// The first contact, and each watch's first list, wait no longer than
+	// --request-timeout (30 s when not given), nor past --timeout or
+	// --deadline.
+	opts.ListTimeout = f.client.ContactTimeout()
+	contact := opts.ListTimeout
+	if opts.Timeout > 0 {
+		contact = min(contact, opts.Timeout)
+	}
+	if !opts.Deadline.IsZero() {
+		contact = min(contact, max(opts.Deadline.Sub(clk.Now()), time.Millisecond))
+	}
+	client, _, err := f.client.ClientWithin(ctx, contact)
 	if err != nil {
 		return err
 	}

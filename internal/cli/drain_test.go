@@ -68,11 +68,17 @@ func TestDrainFlagsToOptions(t *testing.T) {
 		{name: "negative chunk size", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", opts: drain.Options{ChunkSize: -5}}, wantErr: "--chunk-size -5"},
 		{name: "timeline not html", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", timeline: "drain.png"}, wantErr: "name a .html file"},
 		{name: "timeline in a missing directory", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", timeline: "/no/such/dir/drain.html"}, wantErr: "directory /no/such/dir does not exist"},
+		{name: "no parallel drains", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", opts: drain.Options{Parallel: 0, MaxInFlight: 50}}, wantErr: "--parallel 0: must be at least 1"},
+		{name: "no evictions in flight", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete", opts: drain.Options{Parallel: 1, MaxInFlight: 0}}, wantErr: "--max-in-flight 0: must be at least 1"},
 		{name: "daemonsets both ways", args: []string{"n1"}, flags: drainFlags{gracePeriod: -1, onDeadline: "delete",
 			opts: drain.Options{IgnoreDaemonSets: true, EvictDaemonSets: true}}, wantErr: "contradict"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.flags.opts.Parallel == 0 && tc.flags.opts.MaxInFlight == 0 {
+				// The flags' defaults, as cobra sets them.
+				tc.flags.opts.Parallel, tc.flags.opts.MaxInFlight = 1, 50
+			}
 			o, _, err := tc.flags.toOptions(now, tc.args)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

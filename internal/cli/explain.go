@@ -28,7 +28,7 @@ import (
 )
 
 func newExplainCommand() *cobra.Command {
-	var client kube.ClientFlags
+	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
 	var output, picture, controllerNamespace string
 	cmd := &cobra.Command{
 		Use:   "explain node NODE",
@@ -65,7 +65,7 @@ Exit status: 0 success, 1 an error (such as a node that does not exist, or no ti
 			if picture != "" && controllerNamespace == "" {
 				return errors.New("--controller-namespace is empty: name the namespace sluice's controller runs in")
 			}
-			kc, dyn, err := poolClients(client)
+			kc, dyn, err := poolClients(cmd.Context(), client)
 			if err != nil {
 				return err
 			}

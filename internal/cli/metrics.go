@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,8 +20,15 @@ func checkBindAddress(flag, addr string) error {
 	if addr == "0" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
 		return fmt.Errorf("%s %q: give HOST:PORT, :PORT, or 0 to turn it off", flag, addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil || port == "" {
+		return fmt.Errorf("%s %q: port %q is not a port number (0 to 65535)", flag, addr, port)
+	}
+	if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
+		return fmt.Errorf("%s %q: host %q is neither an IP address nor a host name", flag, addr, host)
 	}
 	return nil
 }
@@ -59,4 +67,20 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	})
 	log.Info("serving metrics", "address", ln.Addr().String())
 	return nil
+}
+
+// validHostname: labels of letters, digits and hyphens, as a resolver takes
+// a host name.
+func validHostname(h string) bool {
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c == '-' || c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+				return false
+			}
+		}
+	}
+	return true
 }

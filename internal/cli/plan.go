@@ -26,7 +26,7 @@ import (
 )
 
 func newPlanCommand() *cobra.Command {
-	var client kube.ClientFlags
+	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
 	var output, image string
 	cmd := &cobra.Command{
 		Use:   "plan consolidation [POOL...] | plan upgrade POOL --image IMAGE",
@@ -59,7 +59,7 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 			if args[0] == "upgrade" && len(args) != 2 {
 				return errors.New("name one pool: `sluice plan upgrade POOL --image IMAGE`")
 			}
-			kc, dyn, err := poolClients(client)
+			kc, dyn, err := poolClients(cmd.Context(), client)
 			if err != nil {
 				return err
 			}

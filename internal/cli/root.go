@@ -59,3 +59,12 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(newDrainCommand(), newDoctorCommand(), newStatusCommand(), newExplainCommand(), newPlanCommand(), newUpgradeCommand(), newAgentCommand(), newControllerCommand(), newVersionCommand(), newSandboxCommand())
 	return root
 }
+
+// stoppedIsNoError: a service told to stop (SIGTERM) before it ever reached
+// the API server exits 0, as it does once running.
+func stoppedIsNoError(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}

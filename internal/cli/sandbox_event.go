@@ -49,12 +49,28 @@ func newSandboxEventCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The flags first, the sandbox after: a bad value is named
+			// whether or not a sandbox runs.
+			if req.Node == "" {
+				return errors.New("--node is required")
+			}
+			switch {
+			case cancelID != "" && typ != "":
+				return errors.New("give --type to announce an event or --cancel to withdraw one, not both")
+			case cancelID == "":
+				if req.Type, err = parseEventType(typ); err != nil {
+					return err
+				}
+				if req.In < 0 {
+					return fmt.Errorf("--in %s: must not be negative", req.In)
+				}
+				if req.Duration < 0 {
+					return fmt.Errorf("--duration %s: must not be negative", req.Duration)
+				}
+			}
 			st, err := sandbox.ReadState(opts.dir)
 			if err != nil || !st.Ready || st.CloudAddress == "" {
 				return fmt.Errorf("no running sandbox %q with a simulated cloud: run `sluice sandbox up` first", opts.name)
-			}
-			if req.Node == "" {
-				return errors.New("--node is required")
 			}
 			if cancelID != "" {
 				var out map[string]string
@@ -63,9 +79,6 @@ func newSandboxEventCommand() *cobra.Command {
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "canceled event %s on %s\n", cancelID, req.Node)
 				return nil
-			}
-			if req.Type, err = parseEventType(typ); err != nil {
-				return err
 			}
 			var in cloud.Injected
 			if err := post(cmd.Context(), st.CloudAddress+"/events", req, &in); err != nil {
@@ -90,6 +103,10 @@ func newSandboxEventCommand() *cobra.Command {
 	return cmd
 }
 
+// sandboxHTTP bounds each call to the sandbox's cloud: it answers on
+// loopback at once, or not at all.
+var sandboxHTTP = &http.Client{Timeout: 30 * time.Second}
+
 func parseEventType(s string) (maintenance.Type, error) {
 	for _, t := range []maintenance.Type{maintenance.TypeFreeze, maintenance.TypeReboot, maintenance.TypeRedeploy,
 		maintenance.TypePreempt, maintenance.TypeTerminate, maintenance.TypeRebalance} {
@@ -112,7 +129,7 @@ func post(ctx context.Context, url string, v, out any) error {
 		return fmt.Errorf("building request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := sandboxHTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("reaching the sandbox's cloud: %w", err)
 	}

@@ -73,7 +73,7 @@ type providerStatus struct {
 }
 
 func newStatusCommand() *cobra.Command {
-	var client kube.ClientFlags
+	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
 	var output string
 	cmd := &cobra.Command{
 		Use:   "status [POOL...]",
@@ -93,7 +93,7 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 			if err != nil {
 				return err
 			}
-			kc, dyn, err := poolClients(client)
+			kc, dyn, err := poolClients(cmd.Context(), client)
 			if err != nil {
 				return err
 			}
@@ -350,8 +350,8 @@ func timeAndDistance(t, now time.Time) string {
 
 // poolClients builds the typed and dynamic clients status and explain read
 // NodePools, nodes and pods with.
-func poolClients(flags kube.ClientFlags) (kubernetes.Interface, dynamic.Interface, error) {
-	kc, cfg, err := flags.Client()
+func poolClients(ctx context.Context, flags kube.ClientFlags) (kubernetes.Interface, dynamic.Interface, error) {
+	kc, cfg, err := flags.Client(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

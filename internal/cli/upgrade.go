@@ -40,7 +40,7 @@ type upgradeFlags struct {
 }
 
 func newUpgradeCommand() *cobra.Command {
-	var client kube.ClientFlags
+	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
 	cmd := &cobra.Command{
 		Use:   "upgrade",
 		Short: "Roll a NodePool to a new node image: surge nodes first, drain with a timeout, soak",
@@ -82,7 +82,11 @@ Exit status: 0 started, 1 refused or an error.`,
 			if cmd.Flags().Changed("max-blocked-nodes") && f.maxBlocked < 0 {
 				return fmt.Errorf("--max-blocked-nodes %d: must be 0 or more", f.maxBlocked)
 			}
-			kc, dyn, err := poolClients(*client)
+			// Every flag is checked before the cluster is called.
+			if err := f.apply(&v1alpha1.UpgradeSpec{}, cmd.Flags().Changed); err != nil {
+				return err
+			}
+			kc, dyn, err := poolClients(cmd.Context(), *client)
 			if err != nil {
 				return err
 			}
@@ -302,7 +306,7 @@ func newUpgradeControlCommand(client *kube.ClientFlags, verb string) *cobra.Comm
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kc, dyn, err := poolClients(*client)
+			kc, dyn, err := poolClients(cmd.Context(), *client)
 			if err != nil {
 				return err
 			}
@@ -371,7 +375,7 @@ Failed).`,
 			if every <= 0 {
 				return fmt.Errorf("--interval %s: must be positive", every)
 			}
-			kc, dyn, err := poolClients(*client)
+			kc, dyn, err := poolClients(cmd.Context(), *client)
 			if err != nil {
 				return err
 			}

@@ -1,15 +1,20 @@
 package kube
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // ClientFlags are kubectl's connection flags, from k8s.io/cli-runtime as
@@ -32,6 +37,14 @@ type ClientFlags struct {
 	// Verbosity is kubectl's -v: 6 and up prints every request the client
 	// makes (klog's format, on stderr), 8 and up their bodies too.
 	Verbosity int
+	// RequestTimeout bounds each request when --request-timeout is not
+	// given (DefaultRequestTimeout for a command with no bound of its own);
+	// zero leaves them unbounded, for a command whose watches must outlive
+	// any one bound and which bounds its own waits.
+	RequestTimeout time.Duration
+	// Contact, when set, bounds the first contact (a command that owns
+	// --request-timeout sets it from its own flag).
+	Contact time.Duration
 
 	conn *genericclioptions.ConfigFlags // set by AddFlags
 }
@@ -66,16 +79,36 @@ func (f *ClientFlags) AddFlags(fs *pflag.FlagSet) {
 	}
 }
 
-// RESTConfig loads the client configuration the flags describe.
+// flags are the connection flags as parsed, or, for a ClientFlags built
+// without AddFlags, those its Kubeconfig and Context say.
+func (f *ClientFlags) flags() *genericclioptions.ConfigFlags {
+	if f.conn == nil {
+		f.conn = genericclioptions.NewConfigFlags(false)
+		f.conn.KubeConfig, f.conn.Context = &f.Kubeconfig, &f.Context
+		f.conn.Timeout = nil
+	}
+	return f.conn
+}
+
+// RESTConfig loads the client configuration the flags describe, and refuses
+// one that names no cluster or a server address that is no URL, before any
+// request.
 func (f *ClientFlags) RESTConfig() (*rest.Config, error) {
-	conn := f.conn
-	if conn == nil {
-		conn = genericclioptions.NewConfigFlags(false)
-		conn.KubeConfig, conn.Context = &f.Kubeconfig, &f.Context
+	conn := f.flags()
+	if conn.Timeout != nil {
+		if _, err := clientcmd.ParseTimeout(*conn.Timeout); err != nil {
+			return nil, fmt.Errorf("--request-timeout %q: give a duration such as 30s (0 for none)", *conn.Timeout)
+		}
 	}
 	cfg, err := conn.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	if err := f.checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = f.RequestTimeout
 	}
 	if f.QPS < 0 || f.Burst < 0 {
 		return nil, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d: both must be positive", f.QPS, f.Burst)
@@ -101,8 +134,15 @@ func (f *ClientFlags) RESTConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Client builds a clientset from the flags.
-func (f *ClientFlags) Client() (kubernetes.Interface, *rest.Config, error) {
+// Client builds a clientset from the flags and makes first contact with the
+// API server within ContactTimeout.
+func (f *ClientFlags) Client(ctx context.Context) (kubernetes.Interface, *rest.Config, error) {
+	return f.ClientWithin(ctx, f.ContactTimeout())
+}
+
+// ClientWithin is Client with the first contact bounded by bound instead (a
+// drain's own --timeout or --deadline, when shorter).
+func (f *ClientFlags) ClientWithin(ctx context.Context, bound time.Duration) (kubernetes.Interface, *rest.Config, error) {
 	cfg, err := f.RESTConfig()
 	if err != nil {
 		return nil, nil, err
@@ -110,6 +150,30 @@ func (f *ClientFlags) Client() (kubernetes.Interface, *rest.Config, error) {
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("building a client: %w", err)
+	}
+	_, source := f.Endpoint(cfg)
+	if err := Reach(ctx, cfg, source, bound); err != nil {
+		return nil, nil, err
+	}
+	return c, cfg, nil
+}
+
+// ServiceClient is Client for a service (the controller, the agent): a
+// configuration that names no cluster fails at once, but an API server that
+// does not answer is waited for, with backoff and one log line per attempt,
+// until it does or ctx ends.
+func (f *ClientFlags) ServiceClient(ctx context.Context, clk clock.WithTicker, log *slog.Logger) (kubernetes.Interface, *rest.Config, error) {
+	cfg, err := f.RESTConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building a client: %w", err)
+	}
+	_, source := f.Endpoint(cfg)
+	if err := WaitForServer(ctx, cfg, source, f.ContactTimeout(), clk, log); err != nil {
+		return nil, nil, err
 	}
 	return c, cfg, nil
 }

@@ -203,24 +203,40 @@ func (d *Drainer) newRun(ctx context.Context, start time.Time) (*run, error) {
 			r.ledger.observe(pdb)
 		}
 	}
+	listErrs := newListErrors()
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) },
 	}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("watching PodDisruptionBudgets: %w", err)
 	}
+	if err := listErrs.watch(inf.Informer()); err != nil {
+		cancel()
+		return nil, fmt.Errorf("watching PodDisruptionBudgets: %w", err)
+	}
 	r.pdbs = inf.Lister()
 	factory.Start(ctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			cancel()
-			return nil, fmt.Errorf("listing %v: %w", typ, context.Cause(ctx))
-		}
+	if err := waitForLists(ctx, d.clock, r.listBound(start), "PodDisruptionBudgets", listErrs, inf.Informer().HasSynced); err != nil {
+		cancel()
+		return nil, err
 	}
 	return r, nil
 }
 
 func (r *run) stop() { r.cancel() }
+
+// listBound is how long a first list may take from now: ListTimeout, or less
+// when the drain must stop sooner; zero when nothing bounds it.
+func (r *run) listBound(now time.Time) time.Duration {
+	bound := r.opts.ListTimeout
+	if !r.stopAt.IsZero() {
+		left := max(r.stopAt.Sub(now), time.Nanosecond)
+		if bound == 0 || left < bound {
+			bound = left
+		}
+	}
+	return bound
+}
 
 // budgets returns every PodDisruptionBudget as last watched.
 func (r *run) budgets() []*policyv1.PodDisruptionBudget {

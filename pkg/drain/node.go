@@ -218,14 +218,16 @@ func (nd *nodeDrain) watchPods(ctx context.Context) ([]*corev1.Pod, error) {
 			return pods.Watch(ctx, o)
 		})
 	inf := factory.Core().V1().Pods()
+	listErrs := newListErrors()
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: nd.podDeleted}); err != nil {
 		return nil, fmt.Errorf("watching pods on %s: %w", nd.name, err)
 	}
+	if err := listErrs.watch(inf.Informer()); err != nil {
+		return nil, fmt.Errorf("watching pods on %s: %w", nd.name, err)
+	}
 	factory.Start(ctx.Done())
-	for _, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return nil, fmt.Errorf("listing pods on %s: %w", nd.name, context.Cause(ctx))
-		}
+	if err := waitForLists(ctx, nd.clock, nd.listBound(nd.clock.Now()), "pods on "+nd.name, listErrs, inf.Informer().HasSynced); err != nil {
+		return nil, err
 	}
 	nd.pods = listerPods{lister: inf.Lister()}
 	return nd.sortedPods()

@@ -45,6 +45,11 @@ type Options struct {
 	// skipped, and an evicted one is not waited for past it. For nodes whose
 	// kubelet is gone, where pods never finish terminating.
 	SkipWaitForDeleteTimeout time.Duration
+	// ListTimeout bounds the first list of each watch the drain starts (the
+	// budgets, a node's pods), within Timeout and Deadline; zero: only they
+	// and the context bound it. A list refused for good (forbidden) fails at
+	// once whatever the bound.
+	ListTimeout time.Duration
 	// ChunkSize lists pods and nodes in pages of this many (kubectl's
 	// --chunk-size); zero lists all at once.
 	ChunkSize int64
@@ -97,6 +102,9 @@ func (o *Options) Validate(now time.Time) error {
 	}
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must not be negative", o.Timeout))
+	}
+	if o.ListTimeout < 0 {
+		errs = append(errs, fmt.Errorf("list timeout %s: must not be negative", o.ListTimeout))
 	}
 	if o.SkipWaitForDeleteTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--skip-wait-for-delete-timeout %s: must not be negative (0 waits for every pod)", o.SkipWaitForDeleteTimeout))
