@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -375,11 +376,11 @@ Failed).`,
 			if every <= 0 {
 				return fmt.Errorf("--interval %s: must be positive", every)
 			}
-			kc, dyn, err := poolClients(cmd.Context(), *client)
+			_, dyn, err := poolClients(cmd.Context(), *client)
 			if err != nil {
 				return err
 			}
-			return runUpgradeStatus(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args[0], format, watch, every, clock.RealClock{})
+			return runUpgradeStatus(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), dyn, args[0], format, watch, every, clock.RealClock{})
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the upgrade until it ends")
@@ -388,12 +389,33 @@ Failed).`,
 	return cmd
 }
 
-func runUpgradeStatus(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, name string, format outputFormat, watch bool, every time.Duration, clk clock.Clock) error {
+func runUpgradeStatus(ctx context.Context, out, errOut io.Writer, dyn dynamic.Interface, name string, format outputFormat, watch bool, every time.Duration, clk clock.Clock) error {
 	last := ""
+	var lost error // watching, the error that lost contact, until it is back
 	for {
 		pool, err := getOnePool(ctx, dyn, name)
-		if err != nil {
+		switch {
+		case err != nil && (!watch || last == "" || ctx.Err() != nil || apierrors.IsNotFound(err)):
+			// The first contact is bounded by --request-timeout; so is
+			// each later one, and a pool deleted meanwhile ends the watch.
 			return err
+		case err != nil:
+			// Following: say so once, and keep trying at the interval.
+			if lost == nil {
+				fmt.Fprintf(errOut, "%s  lost contact with the API server, retrying every %s: %v\n", clk.Now().Format("15:04:05"), every, err)
+			}
+			lost = err
+		case lost != nil:
+			fmt.Fprintf(errOut, "%s  reconnected\n", clk.Now().Format("15:04:05"))
+			lost = nil
+		}
+		if err != nil {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-clk.After(every):
+			}
+			continue
 		}
 		st := pool.Status.Upgrade
 		if last, err = printUpgrade(out, pool, format, watch, clk.Now(), last); err != nil {

@@ -3,12 +3,18 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -116,5 +122,75 @@ func TestPlanUpgradeNamesBlockers(t *testing.T) {
 	}
 	if err := runPlanUpgrade(context.Background(), &out, kc, dyn, "spot", "nope:latest", outputText, now); err == nil {
 		t.Error("a forecast for an image the provider lacks: no error")
+	}
+}
+
+// Following an upgrade, a lost API server is said once, retried at the
+// interval, and its return said; the watch then goes on to the end.
+func TestUpgradeStatusWatchReconnects(t *testing.T) {
+	done := &v1alpha1.NodePool{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "NodePool"},
+		ObjectMeta: metav1.ObjectMeta{Name: "busy"},
+		Spec:       v1alpha1.NodePoolSpec{Template: &v1alpha1.NodeTemplate{Image: "img-3"}},
+		Status:     v1alpha1.NodePoolStatus{Upgrade: &v1alpha1.UpgradeStatus{Phase: v1alpha1.UpgradeProgressing, Image: "img-3", Nodes: 4, Upgraded: 1}},
+	}
+	_, dyn := cluster(t, done)
+	gets := 0
+	dyn.PrependReactor("get", "nodepools", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		switch gets {
+		case 2, 3:
+			return true, nil, errors.New(`Get "https://10.0.0.1/apis/sluice.dev/v1alpha1/nodepools/busy": dial tcp 10.0.0.1:443: connect: connection refused`)
+		case 4:
+			// Back, and finished.
+			p := done.DeepCopy()
+			p.Status.Upgrade.Phase, p.Status.Upgrade.Upgraded = v1alpha1.UpgradeSucceeded, 4
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+			return true, &unstructured.Unstructured{Object: u}, err
+		}
+		return false, nil, nil
+	})
+	clk := testingclock.NewFakeClock(now)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // the interval passes whenever the watch waits for it
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				if clk.HasWaiters() {
+					clk.Step(2 * time.Second)
+				}
+			}
+		}
+	}()
+	var out, errOut bytes.Buffer
+	err := runUpgradeStatus(context.Background(), &out, &errOut, dyn, "busy", outputText, true, 2*time.Second, clk)
+	if err != nil {
+		t.Fatalf("the watch ended with %v; want it to reconnect and see the upgrade succeed", err)
+	}
+	if n := strings.Count(errOut.String(), "lost contact with the API server"); n != 1 {
+		t.Errorf("lost contact said %d times over two failed looks, want once:\n%s", n, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "reconnected") || !strings.Contains(out.String(), "Succeeded") {
+		t.Errorf("want the reconnection said and the end followed; stderr:\n%s\nstdout:\n%s", errOut.String(), out.String())
+	}
+	if gets != 4 {
+		t.Errorf("%d looks, want 4", gets)
+	}
+}
+
+// The first look is not retried: a server that cannot be reached is an error
+// at once, even when following.
+func TestUpgradeStatusWatchFailsOnFirstContact(t *testing.T) {
+	_, dyn := cluster(t)
+	dyn.PrependReactor("get", "nodepools", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	var out, errOut bytes.Buffer
+	err := runUpgradeStatus(context.Background(), &out, &errOut, dyn, "spot", outputText, true, time.Second, testingclock.NewFakeClock(now))
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("error %v, want the first contact's", err)
 	}
 }
