@@ -35,8 +35,9 @@ tools: ## build (or find in the cache) the pinned control-plane binaries, Helm v
 	@hack/tools/gotool.sh promtool >/dev/null
 	@hack/tools/gotool.sh krew >/dev/null
 
-test: tools ## every test, integration tests against the sandbox included
-	SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" SLUICE_KREW="$$(hack/tools/gotool.sh krew)" SLUICE_CHROMIUM="$$(hack/tools/chromium.sh)" $(GO) test $(TEST_FLAGS) ./...
+test: tools ## every test, integration tests against the sandbox included; a missing tool (moto_server, Helm, ...) fails the run, naming it
+	hack/tools/require.sh
+	SLUICE_REQUIRE_TOOLS=1 SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" SLUICE_KREW="$$(hack/tools/gotool.sh krew)" SLUICE_CHROMIUM="$$(hack/tools/chromium.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 unit: ## only the tests that need no control plane
 	$(GO) test -count=1 -short ./...

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/testenv"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -24,10 +25,7 @@ const Helm4Env = "SLUICE_HELM4"
 
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
-	bin := os.Getenv(HelmEnv)
-	if bin == "" {
-		t.Skipf("%s is not set: run `make test`, or `%s=$(hack/tools/helm.sh) go test ./charts/...`", HelmEnv, HelmEnv)
-	}
+	bin := testenv.Tool(t, HelmEnv, "run `make test`, or `"+HelmEnv+"=$(hack/tools/helm.sh) go test ./charts/...`")
 	return helmWith(t, bin, args...)
 }
 
@@ -42,7 +40,7 @@ func helms(t *testing.T) map[string]string {
 		}
 	}
 	if len(out) == 0 {
-		t.Skipf("neither %s nor %s is set: run `make test`", HelmEnv, Helm4Env)
+		testenv.Missing(t, "$"+HelmEnv+" and $"+Helm4Env, "run `make test`, which sets both")
 	}
 	return out
 }
@@ -197,10 +195,7 @@ func TestControllerRBACIsWhatHelmRenders(t *testing.T) {
 // of its range, naming it, before anything is rendered; every value the
 // chart documents passes (TestChartLints, the server-side dry run).
 func TestValuesSchemaRefusesTypos(t *testing.T) {
-	bin := os.Getenv(HelmEnv)
-	if bin == "" {
-		t.Skipf("%s is not set", HelmEnv)
-	}
+	bin := testenv.Tool(t, HelmEnv, "run `make test`, or `"+HelmEnv+"=$(hack/tools/helm.sh) go test ./charts/...`")
 	for _, c := range []struct{ set, want string }{
 		{"controller.replicsa=3", "replicsa"},
 		{"agent.cloud=azur", "/agent/cloud"},

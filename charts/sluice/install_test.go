@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 func TestMain(m *testing.M) { sandboxtest.Main(m) }
@@ -48,10 +49,7 @@ func kubectl(t *testing.T, env *sandboxtest.Env, stdin string, args ...string) (
 // Prometheus Operator's CRDs for the monitoring objects, admission).
 func TestRenderedChartPassesAServerSideDryRun(t *testing.T) {
 	env := sandboxtest.New(t)
-	crds := os.Getenv(MonitoringCRDsEnv)
-	if crds == "" {
-		t.Skipf("%s is not set: run `make test`, or `%s=$(hack/tools/monitoring-crds.sh) go test ./charts/...`", MonitoringCRDsEnv, MonitoringCRDsEnv)
-	}
+	crds := testenv.Tool(t, MonitoringCRDsEnv, "run `make test`, or `"+MonitoringCRDsEnv+"=$(hack/tools/monitoring-crds.sh) go test ./charts/...`")
 	for _, crd := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
 		// create, not apply: the CRDs are too large for apply's annotation.
 		out, err := kubectl(t, env, "", "create", "-f", filepath.Join(crds, "monitoring.coreos.com_"+crd+".yaml"))

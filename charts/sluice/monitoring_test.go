@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/termination"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // PromtoolEnv names the promtool binary the rules' tests run (make test sets
@@ -30,10 +31,7 @@ const PromtoolEnv = "SLUICE_PROMTOOL"
 
 func promtool(t *testing.T, args ...string) string {
 	t.Helper()
-	bin := os.Getenv(PromtoolEnv)
-	if bin == "" {
-		t.Skipf("%s is not set: run `make test`, or `%s=$(hack/tools/gotool.sh promtool) go test ./charts/...`", PromtoolEnv, PromtoolEnv)
-	}
+	bin := testenv.Tool(t, PromtoolEnv, "run `make test`, or `"+PromtoolEnv+"=$(hack/tools/gotool.sh promtool) go test ./charts/...`")
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)

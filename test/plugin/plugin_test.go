@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/sandbox"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // KrewEnv names the pinned krew binary (make test sets it from
@@ -38,10 +39,7 @@ func TestKrewInstallsKubectlSluice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a release archive")
 	}
-	krew := os.Getenv(KrewEnv)
-	if krew == "" {
-		t.Skipf("%s is not set: run `make test`, or `%s=$(hack/tools/gotool.sh krew) go test ./test/plugin/`", KrewEnv, KrewEnv)
-	}
+	krew := testenv.Tool(t, KrewEnv, "run `make test`, or `"+KrewEnv+"=$(hack/tools/gotool.sh krew) go test ./test/plugin/`")
 	tools, err := sandbox.FindBinaries(context.Background(), "", os.Stderr)
 	if err != nil {
 		t.Fatal(err)

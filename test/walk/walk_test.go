@@ -29,6 +29,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/internal/testenv"
 )
 
 // The tools make test builds and names (see the Makefile's test target).
@@ -217,11 +218,7 @@ func apply(t *testing.T, kubectl func(...string) string, manifest string) {
 // tool is the path make test puts in the environment variable, or a skip.
 func tool(t *testing.T, env string) string {
 	t.Helper()
-	v := os.Getenv(env)
-	if v == "" {
-		t.Skipf("%s is not set: run `make test`", env)
-	}
-	return v
+	return testenv.Tool(t, env, "run `make test`, which sets it")
 }
 
 // readmeCommand is the first shell command in the first ```sh block after

@@ -22,6 +22,7 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/sluice-dev/sluice/internal/testenv"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -42,13 +43,14 @@ var (
 	errRun error
 )
 
-// Start returns the test binary's moto_server, starting it on first use; a
-// test is skipped, saying why, when moto_server is not installed.
+// Start returns the test binary's moto_server, starting it on first use;
+// when moto_server is not installed a test fails under make test and is
+// skipped under a bare go test, saying how to install it (testenv).
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("moto_server")
 	if err != nil {
-		t.Skip("moto_server is not installed (pip install 'moto[server]==5.2.1'); the aws-asg provider's tests need it")
+		testenv.Missing(t, "moto_server (the AWS emulator the aws-asg provider's tests run against)", "python3 -m pip install 'moto[server]==5.2.1'")
 	}
 	once.Do(func() { server, errRun = launch(bin) })
 	if errRun != nil {
