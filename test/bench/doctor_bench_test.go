@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,9 +24,11 @@ import (
 // control plane is needed): nodes in three pools spread over three zones,
 // 30 pods a node from Deployments of 100 replicas, each with a budget.
 // The room check dominates: every node's pods are replayed onto the rest.
-// Target: 1,000 nodes and 30,000 pods under 3 s on this machine.
+// The 1,000-node size, which its target is for (targets_bench_test.go), is
+// timed three times and judged by the median.
 // SLUICE_DOCTOR_BENCH_NODES picks the sizes (default "100,200,400,1000").
 func BenchmarkDoctor(b *testing.B) {
+	const judged, runs = 1000, 3
 	sizes := []int{100, 200, 400, 1000}
 	if env := os.Getenv("SLUICE_DOCTOR_BENCH_NODES"); env != "" {
 		sizes = nil
@@ -37,23 +40,38 @@ func BenchmarkDoctor(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
+	sc := newScorecard(b)
 	for range b.N {
 		rows := [][]string{{"nodes", "pods", "budgets", "findings", "time", "target"}}
 		for _, n := range sizes {
 			in := doctorCluster(n)
-			start := time.Now()
-			r := doctor.Diagnose(in)
-			took := time.Since(start)
-			target := "-"
-			if n == 1000 {
-				target = "3s"
-				b.ReportMetric(took.Seconds(), "doctor-1000-s")
+			times := 1
+			if n == judged {
+				times = runs
+			}
+			var took []float64
+			var r doctor.Report
+			for range times {
+				start := time.Now()
+				r = doctor.Diagnose(in)
+				took = append(took, time.Since(start).Seconds())
+			}
+			shown, target := fmt.Sprintf("%.2fs", took[0]), "-"
+			if n == judged {
+				shown = fmt.Sprintf("%.2fs (median of %d)", median(took), runs)
+				target = sc.want(doctorThousandNodes)
+				sc.add(doctorThousandNodes, took...)
+				b.ReportMetric(median(took), "doctor-1000-s")
 			}
 			rows = append(rows, []string{strconv.Itoa(n), strconv.Itoa(len(in.Pods)), strconv.Itoa(len(in.PDBs)),
-				strconv.Itoa(len(r.Findings)), fmt.Sprintf("%.2fs", took.Seconds()), target})
+				strconv.Itoa(len(r.Findings)), shown, target})
 		}
 		printTable("sluice doctor over a whole cluster (30 pods a node, Deployments of 100 with budgets)", rows)
 	}
+	if !slices.Contains(sizes, judged) {
+		sc.skip(doctorThousandNodes, "SLUICE_DOCTOR_BENCH_NODES has no 1000")
+	}
+	sc.judge()
 }
 
 // doctorCluster is a cluster of n nodes and 30 pods a node: n*30/100

@@ -278,7 +278,7 @@ func goneFrom(b *testing.B, client kubernetes.Interface, g *group) int {
 // 20 s to stop (so every one can fit), replacements that take 5 s to become
 // Ready, and budgets of maxUnavailable 1. It
 // compares the share that exit gracefully before the deadline: kubectl drain
-// --timeout 30s against sluice drain --deadline 30s.
+// --timeout 30s against sluice drain --deadline 30s, and judges sluice's.
 func BenchmarkDeadlineGracefulExits(b *testing.B) {
 	const window = 30 * time.Second
 	const startup = 5 // seconds from scheduled to Ready, for originals and replacements alike
@@ -286,6 +286,7 @@ func BenchmarkDeadlineGracefulExits(b *testing.B) {
 		grace int64
 		exit  float64
 	}{{10, 5}, {30, 10}, {60, 15}, {90, 20}}
+	sc := newScorecard(b)
 	for range b.N {
 		sb, client, kubectl := startSandbox(b)
 		workload := func(g *group) []runtime.Object {
@@ -332,10 +333,12 @@ func BenchmarkDeadlineGracefulExits(b *testing.B) {
 		kShare, sShare := 100*float64(kGraceful)/float64(max(kTotal, 1)), 100*float64(sGraceful)/float64(max(sTotal, 1))
 		b.ReportMetric(kShare, "kubectl-graceful-%")
 		b.ReportMetric(sShare, "sluice-graceful-%")
-		printTable("a node going away in 30s: 20 pods, grace 10-90s, processes needing 5-20s, replacements Ready 5s after scheduling, PDBs maxUnavailable 1 (target: 100% graceful with sluice)", [][]string{
+		sc.add(deadlineGraceful, sShare)
+		printTable("a node going away in 30s: 20 pods, grace 10-90s, processes needing 5-20s, replacements Ready 5s after scheduling, PDBs maxUnavailable 1 (target: graceful exits with sluice "+sc.want(deadlineGraceful)+")", [][]string{
 			{"", "kubectl drain --timeout 30s", "sluice drain --deadline 30s"},
 			{"graceful exits before the deadline", fmt.Sprintf("%d/%d (%.0f%%)", kGraceful, kTotal, kShare), fmt.Sprintf("%d/%d (%.0f%%)", sGraceful, sTotal, sShare)},
 			{"deleted despite a budget (DeadlineForced)", "0", fmt.Sprint(forced)},
 		})
 	}
+	sc.judge()
 }

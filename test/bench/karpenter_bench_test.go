@@ -69,8 +69,10 @@ var sidePool = map[string]string{"bench.sluice.dev/pool": "consolidate"}
 // converge (the last change to any node before 90 s without one), evictions
 // (the API server's own count of accepted evictions), machines created, and
 // PDB floors broken (judged by test/audit's watcher, which knows nothing of
-// either consolidator).
+// either consolidator), and judges sluice's figures against their targets
+// (targets_bench_test.go).
 func BenchmarkConsolidationVersusKarpenter(b *testing.B) {
+	sc := newScorecard(b)
 	for range b.N {
 		loadStart := loadavg()
 		karpenter := karpenterTools(b)
@@ -80,8 +82,9 @@ func BenchmarkConsolidationVersusKarpenter(b *testing.B) {
 			runSide(b, &sluiceSide{bin: bin}),
 			runSide(b, &karpenterSide{dir: karpenter}),
 		}
-		reportSides(b, results, loadStart)
+		reportSides(b, sc, results, loadStart)
 	}
+	sc.judge()
 }
 
 // side is one consolidator under test.
@@ -605,8 +608,9 @@ func kubectlPatch(b *testing.B, kubectl string, sb *sandbox.Sandbox, object, pat
 
 func portOf(addr string) string { return addr[strings.LastIndex(addr, ":")+1:] }
 
-// reportSides prints the two runs side by side with the targets.
-func reportSides(b *testing.B, rs []sideResult, loadStart string) {
+// reportSides prints the two runs side by side with the targets, and adds
+// sluice's figures to the scorecard.
+func reportSides(b *testing.B, sc *scorecard, rs []sideResult, loadStart string) {
 	b.Helper()
 	s, k := rs[0], rs[1]
 	conv := func(r sideResult) string {
@@ -623,16 +627,23 @@ func reportSides(b *testing.B, rs []sideResult, loadStart string) {
 		{"nodes at the end", fmt.Sprint(s.nodes), fmt.Sprint(k.nodes), fmt.Sprintf("minimum %d", s.minimumNodes)},
 		{"machines at the end", s.types, k.types, ""},
 		{"hourly cost at the end", fmt.Sprintf("$%.3f", s.cost), fmt.Sprintf("$%.3f", k.cost), fmt.Sprintf("minimum $%.3f", s.minimum)},
-		{"above the bin-packing minimum", pct(s), pct(k), "sluice <= +5%, and <= Karpenter's cost"},
-		{"time to converge", conv(s), conv(k), "sluice < Karpenter"},
-		{"evictions", fmt.Sprint(s.evictions), fmt.Sprint(k.evictions), "sluice < Karpenter"},
+		{"above the bin-packing minimum", pct(s), pct(k), "sluice " + sc.want(sideAboveMinimum) + ", its cost over Karpenter's " + sc.want(sideCost)},
+		{"time to converge", conv(s), conv(k), "sluice's over Karpenter's " + sc.want(sideConverge)},
+		{"evictions", fmt.Sprint(s.evictions), fmt.Sprint(k.evictions), "sluice's minus Karpenter's " + sc.want(sideEvictions)},
 		{"start after the scale-down, nodes by pods held", s.layout, k.layout, "the plan on both: " + s.planned},
-		{"  fewest possible, from where the scale-down left the pods", fmt.Sprint(s.mustMove), fmt.Sprint(k.mustMove), "the same on both"},
-		{"  beyond that fewest", fmt.Sprint(s.evictions - s.mustMove), fmt.Sprint(k.evictions - k.mustMove), "sluice <= Karpenter"},
+		{"  fewest possible, from where the scale-down left the pods", fmt.Sprint(s.mustMove), fmt.Sprint(k.mustMove), "the difference " + sc.want(sideFewest)},
+		{"  beyond that fewest", fmt.Sprint(s.evictions - s.mustMove), fmt.Sprint(k.evictions - k.mustMove), "sluice's minus Karpenter's " + sc.want(sideBeyondFewest)},
 		{"machines created", fmt.Sprint(s.created), fmt.Sprint(k.created), ""},
-		{"PDB floors broken", fmt.Sprint(s.broken), fmt.Sprint(k.broken), "0 for sluice"},
+		{"PDB floors broken", fmt.Sprint(s.broken), fmt.Sprint(k.broken), "sluice " + sc.want(sideBroken)},
 		{"load at the end", s.load, k.load, ""},
 	})
+	sc.add(sideAboveMinimum, 100*(s.cost-s.minimum)/s.minimum)
+	sc.add(sideCost, s.cost/k.cost)
+	sc.add(sideConverge, s.converged.Seconds()/k.converged.Seconds())
+	sc.add(sideEvictions, float64(s.evictions-k.evictions))
+	sc.add(sideBeyondFewest, float64((s.evictions-s.mustMove)-(k.evictions-k.mustMove)))
+	sc.add(sideFewest, math.Abs(float64(s.mustMove-k.mustMove)))
+	sc.add(sideBroken, float64(s.broken))
 	for _, r := range rs {
 		if r.broken > 0 {
 			fmt.Printf("\n%s: the auditor saw PDB floors broken:\n%s\n", r.name, r.audit)

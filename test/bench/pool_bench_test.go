@@ -34,6 +34,9 @@ import (
 // exit) to a new image under a 20 % budget, replacement first, with machines
 // that take 5 s to boot, and prints the wall time beside its lower bound:
 // ceil(100/20) batches, each at least one boot and the slowest pod's exit.
+// The median ratio of three rollouts to that bound, and the most old nodes
+// out at once in any of them, are judged against their targets
+// (targets_bench_test.go).
 func BenchmarkPoolDrift(b *testing.B) {
 	const (
 		nodes       = 100
@@ -42,6 +45,10 @@ func BenchmarkPoolDrift(b *testing.B) {
 		slowestExit = 3 * time.Second
 		rollouts    = 3
 	)
+	if budget := nodes * budgetPct / 100; benchTargets[driftOut].threshold != float64(budget) {
+		b.Fatalf("the target for old nodes out at once is %g, but the pool's budget is %d nodes", benchTargets[driftOut].threshold, budget)
+	}
+	sc := newScorecard(b)
 	for range b.N {
 		loadStart := loadavg()
 		bin := buildSluiceBinary(b)
@@ -63,10 +70,13 @@ func BenchmarkPoolDrift(b *testing.B) {
 		lower := time.Duration(batches) * (boot + slowestExit)
 		var walls []time.Duration
 		var rows [][]string
+		mostOut := 0
 		for run := range rollouts {
 			waitUntil(b, 5*time.Minute, "the workload running", func() bool { return readyPods(b, clientset, ns) == 2*nodes })
 			r := rollout(b, c, clientset, kube, pool, fmt.Sprintf("img-%d", run+2), nodes)
 			walls = append(walls, r.wall)
+			mostOut = max(mostOut, r.maxOut)
+			sc.add(driftRatio, r.wall.Seconds()/lower.Seconds())
 			rows = append(rows, []string{fmt.Sprintf("rollout %d", run+1), r.wall.Round(100 * time.Millisecond).String(),
 				fmt.Sprintf("%.2fx", r.wall.Seconds()/lower.Seconds()), strconv.Itoa(r.maxOut),
 				fmt.Sprintf("%.1f (%.0f reads, %.0f writes)", r.requests.total()/nodes, r.requests.reads(), r.requests.writes()),
@@ -78,13 +88,17 @@ func BenchmarkPoolDrift(b *testing.B) {
 			nodes, budgetPct, boot, slowestExit, rollouts, loadStart)
 		printTable("", append([][]string{{"run", "wall time", "vs lower bound", "old nodes out at once (max)",
 			"controller requests per node", "API server requests per node (all clients)", "load at end"}}, rows...))
+		ratio := benchTargets[driftRatio]
+		sc.add(driftOut, float64(mostOut))
 		printTable("", [][]string{
 			{"figure", "sluice", "target"},
-			{"median wall time", median.Round(100 * time.Millisecond).String(), fmt.Sprintf("<= 1.5x lower bound %s = %s", lower, time.Duration(1.5*float64(lower)).Round(time.Second))},
-			{"median ratio to the lower bound", fmt.Sprintf("%.2fx", median.Seconds()/lower.Seconds()), "<= 1.5x"},
-			{"old nodes out of service at once", "see each run", fmt.Sprintf("<= %d (the budget)", nodes*budgetPct/100)},
+			{"median wall time", median.Round(100 * time.Millisecond).String(),
+				fmt.Sprintf("%s the lower bound %s = %s", ratio.want(), lower, time.Duration(ratio.threshold*float64(lower)).Round(time.Second))},
+			{"median ratio to the lower bound", fmt.Sprintf("%.2fx", median.Seconds()/lower.Seconds()), ratio.want()},
+			{"old nodes out of service at once, most in any rollout", strconv.Itoa(mostOut), fmt.Sprintf("%s (the budget, %d%% of %d)", sc.want(driftOut), budgetPct, nodes)},
 		})
 	}
+	sc.judge()
 }
 
 // rolled is one rollout's figures.
@@ -137,13 +151,15 @@ func rollout(b *testing.B, c *controllerProcess, clientset kubernetes.Interface,
 // BenchmarkPoolsIdle: 1,000 nodes in 20 pools with a provider, nothing to
 // do. It prints how long one evaluation pass over every pool takes (the sum
 // of the NodePool controller's reconciles at start-up) and the writes the
-// controller makes in a minute of idling.
+// controller makes in a minute of idling, and judges both against their
+// targets (targets_bench_test.go).
 func BenchmarkPoolsIdle(b *testing.B) {
 	const (
 		pools   = 20
 		perPool = 50
 		window  = time.Minute
 	)
+	sc := newScorecard(b)
 	for range b.N {
 		loadStart := loadavg()
 		bin := buildSluiceBinary(b)
@@ -163,13 +179,16 @@ func BenchmarkPoolsIdle(b *testing.B) {
 			pools*perPool, pools, loadStart, loadavg())
 		printTable("", [][]string{
 			{"figure", "sluice", "target"},
-			{"one evaluation pass over every pool", fmt.Sprintf("%s (%d pool reconciles at start, %.1f ms each)", perPass.Round(time.Millisecond), int(count), 1000*sum/count), "< 1s"},
+			{"one evaluation pass over every pool", fmt.Sprintf("%s (%d pool reconciles at start, %.1f ms each)", perPass.Round(time.Millisecond), int(count), 1000*sum/count), sc.want(poolsPass)},
 			{"pool reconciles while idle", fmt.Sprintf("%.0f in %s", count2-count, window), ""},
-			{"API writes while idle", fmt.Sprintf("%.0f in %s", idle.requests.writes(), window), "0"},
+			{"API writes while idle", fmt.Sprintf("%.0f in %s", idle.requests.writes(), window), sc.want(poolsWrites)},
 			{"API reads while idle", fmt.Sprintf("%.2f/s", idle.requests.reads()/window.Seconds()), "(watches only)"},
 			{"controller RSS", fmt.Sprintf("%.0f MiB", float64(idle.mem.RSS)/(1<<20)), ""},
 		})
+		sc.add(poolsPass, perPass.Seconds())
+		sc.add(poolsWrites, idle.requests.writes())
 	}
+	sc.judge()
 }
 
 // benchPool is a pool of the kwok provider whose nodes boot in boot.
