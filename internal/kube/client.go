@@ -47,6 +47,7 @@ type ClientFlags struct {
 	Contact time.Duration
 
 	conn *genericclioptions.ConfigFlags // set by AddFlags
+	fs   *pflag.FlagSet                 // set by AddFlags
 }
 
 // Default client rate limits, for a command that sets none of its own.
@@ -72,6 +73,7 @@ func (f *ClientFlags) AddFlags(fs *pflag.FlagSet) {
 		f.conn.Timeout = nil
 	}
 	f.conn.AddFlags(fs)
+	f.fs = fs
 	fs.Float32Var(&f.QPS, "kube-api-qps", qps, "requests per second to the API server, on average")
 	fs.IntVar(&f.Burst, "kube-api-burst", burst, "requests to the API server in a burst above --kube-api-qps")
 	if !f.OwnVerbosity {
@@ -107,8 +109,8 @@ func (f *ClientFlags) RESTConfig() (*rest.Config, error) {
 	if err := f.checkConfig(cfg); err != nil {
 		return nil, err
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = f.RequestTimeout
+	if cfg.Timeout == 0 && !f.timeoutGiven() {
+		cfg.Timeout = f.RequestTimeout // --request-timeout 0, given, means none
 	}
 	if f.QPS < 0 || f.Burst < 0 {
 		return nil, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d: both must be positive", f.QPS, f.Burst)

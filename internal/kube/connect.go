@@ -189,6 +189,11 @@ func (f *ClientFlags) ContactTimeout() time.Duration {
 	return DefaultRequestTimeout
 }
 
+// timeoutGiven says whether --request-timeout was given, 0 included.
+func (f *ClientFlags) timeoutGiven() bool {
+	return f.fs != nil && f.conn != nil && f.conn.Timeout != nil && f.fs.Changed("request-timeout")
+}
+
 // requestTimeout is --request-timeout as given (0 when not, or when the
 // command owns the flag).
 func (f *ClientFlags) requestTimeout() time.Duration {
