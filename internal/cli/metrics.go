@@ -76,11 +76,17 @@ func validHostname(h string) bool {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return false
 		}
-		for _, c := range label {
-			if !(c == '-' || c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
-				return false
-			}
+		if strings.IndexFunc(label, notHostnameRune) >= 0 {
+			return false
 		}
+	}
+	return true
+}
+
+func notHostnameRune(c rune) bool {
+	switch {
+	case c == '-', c == '_', '0' <= c && c <= '9', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		return false
 	}
 	return true
 }

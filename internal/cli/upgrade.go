@@ -391,51 +391,72 @@ Failed).`,
 
 func runUpgradeStatus(ctx context.Context, out, errOut io.Writer, dyn dynamic.Interface, name string, format outputFormat, watch bool, every time.Duration, clk clock.Clock) error {
 	last := ""
-	var lost error // watching, the error that lost contact, until it is back
+	contact := &followContact{out: errOut, clk: clk, every: every}
 	for {
 		pool, err := getOnePool(ctx, dyn, name)
-		switch {
-		case err != nil && (!watch || last == "" || ctx.Err() != nil || apierrors.IsNotFound(err)):
-			// The first contact is bounded by --request-timeout; so is
-			// each later one, and a pool deleted meanwhile ends the watch.
-			return err
-		case err != nil:
-			// Following: say so once, and keep trying at the interval.
-			if lost == nil {
-				fmt.Fprintf(errOut, "%s  lost contact with the API server, retrying every %s: %v\n", clk.Now().Format("15:04:05"), every, err)
-			}
-			lost = err
-		case lost != nil:
-			fmt.Fprintf(errOut, "%s  reconnected\n", clk.Now().Format("15:04:05"))
-			lost = nil
-		}
 		if err != nil {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-clk.After(every):
+			if !watch || last == "" || ctx.Err() != nil || apierrors.IsNotFound(err) {
+				// The first contact is bounded by --request-timeout; so is
+				// each later one, and a pool deleted meanwhile ends the watch.
+				return err
 			}
-			continue
+			contact.lost(err)
+		} else {
+			contact.back()
 		}
-		st := pool.Status.Upgrade
-		if last, err = printUpgrade(out, pool, format, watch, clk.Now(), last); err != nil {
-			return err
-		}
-		// Watching, a status about another image than the template's is
-		// the last upgrade's: the controller has not seen this one yet.
-		current := st != nil && pool.Spec.Template != nil && st.Image == pool.Spec.Template.Image
-		ended := current && (st.Phase == v1alpha1.UpgradeSucceeded || st.Phase == v1alpha1.UpgradeFailed || st.Phase == v1alpha1.UpgradeAborted)
-		if !watch || ended {
-			if ended && st.Phase == v1alpha1.UpgradeFailed && watch {
-				return fmt.Errorf("the upgrade of node pool %s failed: %s", name, st.Message)
+		if err == nil {
+			var done bool
+			if last, done, err = printUpgradeStep(out, pool, format, watch, clk.Now(), last); done || err != nil {
+				return err
 			}
-			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-clk.After(every):
 		}
+	}
+}
+
+// printUpgradeStep prints one look at the pool's upgrade and says whether
+// the command is done: not watching, or the upgrade ended (an error when it
+// failed).
+func printUpgradeStep(out io.Writer, pool *v1alpha1.NodePool, format outputFormat, watch bool, now time.Time, last string) (string, bool, error) {
+	st := pool.Status.Upgrade
+	last, err := printUpgrade(out, pool, format, watch, now, last)
+	if err != nil {
+		return last, true, err
+	}
+	// Watching, a status about another image than the template's is
+	// the last upgrade's: the controller has not seen this one yet.
+	current := st != nil && pool.Spec.Template != nil && st.Image == pool.Spec.Template.Image
+	ended := current && (st.Phase == v1alpha1.UpgradeSucceeded || st.Phase == v1alpha1.UpgradeFailed || st.Phase == v1alpha1.UpgradeAborted)
+	if watch && ended && st.Phase == v1alpha1.UpgradeFailed {
+		return last, true, fmt.Errorf("the upgrade of node pool %s failed: %s", pool.Name, st.Message)
+	}
+	return last, !watch || ended, nil
+}
+
+// followContact says, while following, when the API server is lost (once,
+// not at every retry) and when it is back.
+type followContact struct {
+	out    io.Writer
+	clk    clock.Clock
+	every  time.Duration
+	losing error
+}
+
+func (c *followContact) lost(err error) {
+	if c.losing == nil {
+		fmt.Fprintf(c.out, "%s  lost contact with the API server, retrying every %s: %v\n", c.clk.Now().Format("15:04:05"), c.every, err)
+	}
+	c.losing = err
+}
+
+func (c *followContact) back() {
+	if c.losing != nil {
+		fmt.Fprintf(c.out, "%s  reconnected\n", c.clk.Now().Format("15:04:05"))
+		c.losing = nil
 	}
 }
 

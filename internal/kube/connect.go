@@ -154,7 +154,7 @@ func inCluster() string {
 	return "KUBERNETES_SERVICE_HOST is set, but KUBERNETES_SERVICE_PORT or the token at " + serviceAccountToken + " is missing"
 }
 
-const serviceAccountToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+const serviceAccountToken = "/var/run/secrets/kubernetes.io/serviceaccount/token" //nolint:gosec // a file's path, named in a message, not a credential
 
 func (f *ClientFlags) hasKubeconfig() bool {
 	for _, p := range f.kubeconfigPaths() {

@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// RequireToolsEnv, set to 1 (make test does), turns a missing tool from a
-// skip into a failure.
+// RequireToolsEnv is the variable that, set to 1 (make test does), turns a
+// missing tool from a skip into a failure.
 const RequireToolsEnv = "SLUICE_REQUIRE_TOOLS"
 
 // Required says whether missing tools fail the run.
