@@ -141,9 +141,12 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, cmd := range commands {
 		path := cmd.CommandPath()
+		// What the cases need from the command is read before they run in
+		// parallel: cobra merges a parent's flags on the first look.
+		cmd := describe(cmd)
 		t.Run(strings.ReplaceAll(strings.TrimPrefix(path, "sluice "), " ", "_"), func(t *testing.T) {
 			t.Parallel()
-			base := invocation(cmd)
+			base := cmd.invocation
 			// Bad flag values: refused by name before the cluster is asked
 			// anything, with a server that would answer as a cluster does.
 			var cases []badFlag
@@ -167,7 +170,7 @@ func TestBadInput(t *testing.T) {
 				return
 			}
 			if slices.Contains(services, path) {
-				testServiceWaits(t, cmd, base)
+				testServiceWaits(t, base)
 			} else {
 				testCommandBounded(t, cmd, base)
 			}
@@ -192,7 +195,7 @@ func TestFlagUsage(t *testing.T) {
 // testCommandBounded: a one-shot command fails within its bound, in one
 // line naming the server and the cause, whether the server is down, never
 // answers, or fails every request; and writes nothing.
-func testCommandBounded(t *testing.T, cmd *cobra.Command, base []string) {
+func testCommandBounded(t *testing.T, cmd command, base []string) {
 	down := closedAddress(t)
 	res := runCLI(t, append(slices.Clone(base), "--server", "https://"+down), nil, 10*time.Second)
 	res.wantRefusal(t, "cannot reach the API server at https://"+down+" (--server): ", "connection refused")
@@ -215,7 +218,7 @@ func testCommandBounded(t *testing.T, cmd *cobra.Command, base []string) {
 		}
 	}
 
-	if cmd.CommandPath() == "sluice drain" {
+	if cmd.path == "sluice drain" {
 		// The issue's own case: --timeout bounds the drain's first contact.
 		res = runCLI(t, append(slices.Clone(base), "--server", "https://"+silent, "--timeout", "2s"), nil, 6*time.Second)
 		res.wantRefusal(t, "cannot reach the API server at https://"+silent+" (--server): no answer within 2s")
@@ -224,7 +227,7 @@ func testCommandBounded(t *testing.T, cmd *cobra.Command, base []string) {
 
 // testServiceWaits: a service keeps trying a server that is down, one log
 // line per attempt at a slowing pace, and stops cleanly on SIGTERM.
-func testServiceWaits(t *testing.T, _ *cobra.Command, base []string) {
+func testServiceWaits(t *testing.T, base []string) {
 	down := closedAddress(t)
 	args := append(slices.Clone(base), "--server", "https://"+down)
 	c := cliCommand(args, nil)
@@ -353,6 +356,7 @@ func runCLI(t *testing.T, args, env []string, bound time.Duration) result {
 	default:
 		t.Fatalf("running %s: %v", res.cmdline, err)
 	}
+	t.Logf("%s -> exit %d: %s", res.cmdline, res.code, strings.TrimSpace(res.stderr))
 	return res
 }
 
@@ -390,9 +394,22 @@ func leafCommands(root *cobra.Command) []*cobra.Command {
 	return out
 }
 
-func hasFlag(cmd *cobra.Command, name string) bool {
-	return cmd.Flags().Lookup(name) != nil || cmd.InheritedFlags().Lookup(name) != nil
+// command is what the table needs of one command of the tree.
+type command struct {
+	path       string
+	invocation []string
+	flags      map[string]bool
 }
+
+func describe(c *cobra.Command) command {
+	d := command{path: c.CommandPath(), invocation: invocation(c), flags: map[string]bool{}}
+	for _, fs := range []*pflag.FlagSet{c.Flags(), c.InheritedFlags()} {
+		fs.VisitAll(func(f *pflag.Flag) { d.flags[f.Name] = true })
+	}
+	return d
+}
+
+func hasFlag(cmd command, name string) bool { return cmd.flags[name] }
 
 // invocation is a well-formed call of cmd: its path, the arguments its Use
 // line names (the first alternative: literal words as they are, PLACEHOLDERS
@@ -416,7 +433,7 @@ var placeholder = regexp.MustCompile(`^[A-Z][A-Z_]*(\.\.\.)?$`)
 
 // connectTo are the flags pointing cmd at server with a short request
 // timeout (a service's own --request-timeout is a duration of its own).
-func connectTo(cmd *cobra.Command, server string) []string {
+func connectTo(cmd command, server string) []string {
 	if !hasFlag(cmd, "server") {
 		return nil
 	}
