@@ -230,7 +230,7 @@ func testCommandBounded(t *testing.T, cmd command, base []string) {
 func testServiceWaits(t *testing.T, base []string) {
 	down := closedAddress(t)
 	args := append(slices.Clone(base), "--server", "https://"+down)
-	c := cliCommand(args, nil)
+	c := cliCommand(t, args, nil)
 	var stderr bytes.Buffer
 	c.Stderr, c.Stdout = &stderr, &stderr
 	if err := c.Start(); err != nil {
@@ -337,7 +337,7 @@ func runCLI(t *testing.T, args, env []string, bound time.Duration) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	c := cliCommand(args, env)
+	c := cliCommand(t, args, env)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	c.Stdout = &bytes.Buffer{}
@@ -362,17 +362,16 @@ func runCLI(t *testing.T, args, env []string, bound time.Duration) result {
 
 // cliCommand is this test binary run as sluice, in an environment with no
 // cluster configuration but what the case gives.
-func cliCommand(args, env []string) *exec.Cmd {
+func cliCommand(t *testing.T, args, env []string) *exec.Cmd {
 	c := exec.Command(os.Args[0], args...)
-	c.Env = []string{runAsCLI + "=1", "HOME=" + os.TempDir(), "PATH=" + os.Getenv("PATH")}
+	c.Env = []string{runAsCLI + "=1", "PATH=" + os.Getenv("PATH")}
 	for _, kv := range env {
 		c.Env = slices.DeleteFunc(c.Env, func(e string) bool { return strings.SplitN(e, "=", 2)[0] == strings.SplitN(kv, "=", 2)[0] })
 		c.Env = append(c.Env, kv)
 	}
 	if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "HOME=") }) {
 		// No ~/.kube/config: a home of its own, empty.
-		home, _ := os.MkdirTemp("", "sluice-home")
-		c.Env = append(c.Env, "HOME="+home)
+		c.Env = append(c.Env, "HOME="+t.TempDir())
 	}
 	return c
 }

@@ -187,15 +187,39 @@ func TestTerminationTiming(t *testing.T) {
 	t.Run("finalizer-holds", func(t *testing.T) {
 		t.Parallel()
 		const finalizer = "sluice.dev/test-hold"
-		env.Create(t, fixture.Pod(env.Namespace, "held", onNode, fixture.GracePeriod(1), fixture.Finalizer(finalizer)))
+		// "unheld" is "held" without the finalizer, deleted after it with a
+		// longer grace period: the kubelet's turn at it comes later, so once
+		// it is gone the kubelet has had its turn at "held" too, however
+		// slow the machine.
+		env.Create(t,
+			fixture.Pod(env.Namespace, "held", onNode, fixture.GracePeriod(1), fixture.Finalizer(finalizer)),
+			fixture.Pod(env.Namespace, "unheld", onNode, fixture.GracePeriod(3)))
 		env.WaitForPods(t, "app=held", 1)
+		env.WaitForPods(t, "app=unheld", 1)
 		ctx := context.Background()
-		if err := env.Client.CoreV1().Pods(env.Namespace).Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
-			t.Fatalf("deleting: %v", err)
+		ends := map[string]time.Time{}
+		for _, name := range []string{"held", "unheld"} {
+			if err := env.Client.CoreV1().Pods(env.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("deleting %s: %v", name, err)
+			}
+			p, err := env.Client.CoreV1().Pods(env.Namespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.DeletionTimestamp == nil {
+				t.Fatalf("%s after delete: want it Terminating, got %v", name, err)
+			}
+			ends[name] = p.DeletionTimestamp.Time
 		}
-		time.Sleep(4 * time.Second) // three grace periods: long enough to have been removed without the finalizer
+		if !ends["unheld"].After(ends["held"]) {
+			t.Fatalf("grace periods end at %s (held) and %s (unheld): want unheld's later", ends["held"], ends["unheld"])
+		}
+		env.WaitFor(t, 30*time.Second, "the pod without a finalizer to be gone", func(ctx context.Context) (bool, error) {
+			_, err := env.Client.CoreV1().Pods(env.Namespace).Get(ctx, "unheld", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return false, err
+		})
 		if _, err := env.Client.CoreV1().Pods(env.Namespace).Get(ctx, "held", metav1.GetOptions{}); err != nil {
-			t.Fatalf("pod with a finalizer: want it still Terminating, got %v", err)
+			t.Fatalf("pod with a finalizer: want it still Terminating after the kubelet removed a pod whose grace period ended later, got %v", err)
 		}
 		patch := []byte(`{"metadata":{"finalizers":null}}`)
 		if _, err := env.Client.CoreV1().Pods(env.Namespace).Patch(ctx, "held", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {

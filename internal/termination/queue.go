@@ -103,6 +103,10 @@ type Queue struct {
 	blockers *blockers // nil without metrics
 	// drain empties one node; the drain engine, or a stand-in in tests.
 	drain func(ctx context.Context, req Request) (*drain.Report, error)
+	// awaitingUnwind, when set, is told that a drain is about to wait for
+	// the one it replaces to unwind: a test sees the wait begin, so it can
+	// assert that the drain does not start before, without sleeping.
+	awaitingUnwind func(req Request)
 	// timelines, when set, keeps each drain's timeline once it returns;
 	// writes orders the writes of one node's timelines.
 	timelines Timelines
@@ -363,6 +367,9 @@ func (q *Queue) startLocked(j *job) {
 		if prev != nil {
 			// The drain this one replaces still holds the node's claim until
 			// it has unwound; starting now would be refused as a second drain.
+			if q.awaitingUnwind != nil {
+				q.awaitingUnwind(j.req)
+			}
 			select {
 			case <-prev.done:
 			case <-ctx.Done():

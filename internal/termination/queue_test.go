@@ -3,6 +3,7 @@ package termination
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -23,6 +24,13 @@ type fakeDrains struct {
 	// unwind, when set, holds a canceled drain until it is closed, as a
 	// real drain takes a moment to release its claim on the node.
 	unwind chan struct{}
+	// starts, when set, is sent each drain as it starts.
+	starts chan string
+	// live counts each node's drains that have not returned; overlaps
+	// records every drain that started while another of its node's had
+	// not, which the real engine would refuse as a second claim.
+	live     map[string]int
+	overlaps []string
 }
 
 func (f *fakeDrains) run(ctx context.Context, req Request) (*drain.Report, error) {
@@ -30,7 +38,18 @@ func (f *fakeDrains) run(ctx context.Context, req Request) (*drain.Report, error
 	done := make(chan struct{})
 	f.running[req.Node] = done
 	f.started = append(f.started, req.Node+"/"+req.Key)
+	if f.live[req.Node]++; f.live[req.Node] > 1 {
+		f.overlaps = append(f.overlaps, req.Node+"/"+req.Key)
+	}
 	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.live[req.Node]--
+		f.mu.Unlock()
+	}()
+	if f.starts != nil {
+		f.starts <- req.Node + "/" + req.Key
+	}
 	select {
 	case <-done:
 		return &drain.Report{Nodes: []drain.NodeReport{{Name: req.Node, Outcome: drain.NodeDrained}}}, nil
@@ -76,7 +95,7 @@ func newTestQueueWithMetrics(t *testing.T, limits Limits, clk clock.WithTicker, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeDrains{running: map[string]chan struct{}{}}
+	f := &fakeDrains{running: map[string]chan struct{}{}, live: map[string]int{}}
 	q.drain = f.run
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -151,25 +170,41 @@ func TestANewKeyReplacesTheRunningDrain(t *testing.T) {
 
 func TestDoneRunsOnceWithTheOutcomeAndNotOnCancel(t *testing.T) {
 	q, f := newTestQueue(t, Limits{})
-	outcomes := make(chan drain.NodeOutcome, 2)
-	done := func(r *drain.Report, _ error) { outcomes <- r.Nodes[0].Outcome }
+	outcomes := make(chan string, 2)
+	done := func(r *drain.Report, err error) {
+		if r == nil { // what a canceled drain returns
+			outcomes <- fmt.Sprintf("no report (%v)", err)
+			return
+		}
+		outcomes <- string(r.Nodes[0].Outcome)
+	}
 	if _, err := q.Submit(Request{Node: "n", Key: "k", Involuntary: true, Done: done}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the drain", func() bool { return len(f.startedSoFar()) == 1 })
 	f.finish(t, "n")
-	if got := <-outcomes; got != drain.NodeDrained {
+	if got := <-outcomes; got != string(drain.NodeDrained) {
 		t.Fatalf("outcome %s", got)
 	}
 	if _, err := q.Submit(Request{Node: "m", Key: "k", Involuntary: true, Done: done}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the second drain", func() bool { return len(f.startedSoFar()) == 2 })
+	q.mu.Lock()
+	canceled := q.active["m"]
+	q.mu.Unlock()
 	q.Cancel("m")
+	// The drain's goroutine would call Done before it closes done, so once
+	// done is closed, Done has run or never will.
+	select {
+	case <-canceled.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the canceled drain never returned")
+	}
 	select {
 	case got := <-outcomes:
 		t.Fatalf("Done ran for a canceled drain: %s", got)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 }
 
@@ -193,18 +228,51 @@ func TestAReplacementWaitsForTheDrainItReplacesToUnwind(t *testing.T) {
 	release := func() { once.Do(func() { close(unwind) }) }
 	t.Cleanup(release) // runs before the queue's own cleanup waits for its drains
 	f.unwind = unwind
+	f.starts = make(chan string, 2)
+	awaiting := make(chan string, 1)
+	q.awaitingUnwind = func(req Request) { awaiting <- req.Node + "/" + req.Key }
 	submit(t, q, "n", "", "event@10:00", true, Started)
-	eventually(t, "the first drain", func() bool { return len(f.startedSoFar()) == 1 })
+	if got := receive(t, f.starts, "the first drain"); got != "n/event@10:00" {
+		t.Fatalf("started %s; want n/event@10:00", got)
+	}
 	submit(t, q, "n", "", "event@10:05", true, Started)
-	time.Sleep(100 * time.Millisecond) // asserting that nothing starts meanwhile
-	if got := f.startedSoFar(); len(got) != 1 {
-		t.Fatalf("started %v while the old drain still held the node", got)
+	// The old drain cannot return before release: the replacement either
+	// starts now, overlapping it, or says it waits, and then cannot start
+	// before release, however slow the machine.
+	select {
+	case got := <-f.starts:
+		t.Fatalf("%s started while the drain it replaces still held the node", got)
+	case got := <-awaiting:
+		if got != "n/event@10:05" {
+			t.Fatalf("%s waits; want the replacement, n/event@10:05", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replacement neither started nor waited for the drain it replaces")
 	}
 	if !q.Holds("n", "event@10:05") {
 		t.Fatal("the replacement is not held while it waits")
 	}
 	release()
-	eventually(t, "the replacement to start", func() bool { return len(f.startedSoFar()) == 2 })
+	if got := receive(t, f.starts, "the replacement"); got != "n/event@10:05" {
+		t.Fatalf("started %s; want the replacement", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.overlaps) > 0 {
+		t.Fatalf("%v started before the drain they replace returned", f.overlaps)
+	}
+}
+
+// receive takes the next value from ch, failing after a few seconds.
+func receive(t *testing.T, ch <-chan string, what string) string {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		return ""
+	}
 }
 
 func TestReleasedRunsAfterTheQueueLetsGo(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -36,6 +37,9 @@ const (
 	// scenarioTimeout bounds the acts; a healthy run takes two to four
 	// minutes on a 2-core machine.
 	scenarioTimeout = 10 * time.Minute
+	// quietTimeout bounds the quiet period: a new leader's election, start
+	// and two passes over what it could act on.
+	quietTimeout = 3 * time.Minute
 )
 
 // scene is one run of the scenario: a pool with a provider that drifts, a
@@ -142,7 +146,7 @@ func runScenario(t *testing.T, env *sandboxtest.Env, server string, ca []byte, s
 	f.stopKilling()
 
 	// Both controllers up and nothing left to do: nothing may move now.
-	time.Sleep(10 * time.Second)
+	s.quiet(f, time.Now().Add(quietTimeout))
 	sum := a.Finish()
 	kills, exits, leaders := f.counts()
 	t.Logf("seed %d: %d kills, %d exits by themselves, leaders seen %v, scenario %s, load %s\nauditor:\n%s",
@@ -198,11 +202,12 @@ func setScene(t *testing.T, env *sandboxtest.Env) *scene {
 		}
 	}
 	s.patchNode(s.maint[0], `{"spec":{"unschedulable":true}}`) // a person's cordon
-	garbage := maintenance.NewReport(maintenance.SourceAzure, false, nil).
-		WithRejected([]error{errors.New(`event "x": NotBefore "soon-ish": not a time`)})
-	s.patchNode(s.maint[4], annotate(maintenance.AnnotationEvents, garbage.Encode()))
+	s.reportRejected(s.maint[4], errUnreadable)
 	return s
 }
+
+// errUnreadable is what maint[4]'s metadata holds: nothing sluice can read.
+var errUnreadable = errors.New(`event "x": NotBefore "soon-ish": not a time`)
 
 // newPoolScene creates a kwok pool of size nodes (image img-1, boot as
 // given) with its disruption settings; the maintenance nodes are the
@@ -292,6 +297,13 @@ func (s *scene) report(node string, events ...maintenance.Event) {
 	s.patchNode(node, annotate(maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAzure, false, events).Encode()))
 }
 
+// reportRejected writes what an agent would after reading metadata with
+// only these unreadable parts.
+func (s *scene) reportRejected(node string, parts ...error) {
+	report := maintenance.NewReport(maintenance.SourceAzure, false, nil).WithRejected(parts)
+	s.patchNode(node, annotate(maintenance.AnnotationEvents, report.Encode()))
+}
+
 func annotate(key, value string) string {
 	return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
 }
@@ -321,9 +333,115 @@ func (s *scene) waitUntil(f *fleet, deadline time.Time, what string, cond func(c
 		return ok, nil
 	})
 	if err != nil {
-		s.t.Fatalf("%s did not happen within %s\n%s", what, scenarioTimeout, f.tail(40))
+		s.t.Fatalf("%s did not happen by %s\n%s", what, deadline.Format(time.TimeOnly), f.tail(40))
 	}
 	s.t.Logf("%s", what)
+}
+
+// quiet holds the settled scene under watch until the leader has passed over
+// everything it could act on, twice, and then checks that nothing moved. A
+// fixed wait would vouch for nothing on a machine slow enough that the
+// leader elected after the last kill had not yet looked. So each pass is
+// seen through a write the leader must make in it, to a change the test
+// makes first:
+//   - the pool: an edit that changes nothing it decides (a cap on its node
+//     count far above its size) bumps its generation, and the pool's status
+//     shows that generation only once a reconcile that started after the
+//     edit has decided and acted (status is written last);
+//   - each maintenance node: a new unreadable part in its report, which the
+//     maintenance controller announces as a MetadataRejected Event at the
+//     start of its reconcile of the node.
+//
+// A reconcile of one object never overlaps the next one of the same object,
+// so the second pass being seen means the first has finished acting. Both
+// passes must come from one leader, alive after the kills: a leader change
+// meanwhile (a replica that lost its Lease by itself) starts over.
+func (s *scene) quiet(f *fleet, deadline time.Time) {
+	s.t.Helper()
+	calm := time.Now()
+	for pass := 1; ; pass++ {
+		leader := s.liveLeader(f, deadline, calm)
+		for round := 1; round <= 2; round++ {
+			s.reconciled(f, deadline, fmt.Sprintf("quiet period, pass %d, round %d", pass, round))
+		}
+		now := s.liveLeader(f, deadline, calm)
+		if now == leader {
+			break
+		}
+		s.t.Logf("the leader changed during the quiet period (%s, then %s): once more", leader, now)
+	}
+	s.t.Logf("quiet for %s", time.Since(calm).Round(100*time.Millisecond))
+	// The auditor judges every act (checkEnd); what it allows, such as a
+	// node disrupted within budget, must not happen either.
+	ctx := s.t.Context()
+	if ok, err := s.rolledOut(ctx); !ok || err != nil {
+		s.t.Errorf("the pool moved during the quiet period: it is no longer as rolled out (%v)\n%s", err, f.tail(40))
+	}
+	if ok, err := s.schedulable(ctx, s.maint[1], s.maint[2]); !ok || err != nil {
+		s.t.Errorf("the Redeploy nodes left service during the quiet period (%v)\n%s", err, f.tail(40))
+	}
+}
+
+// liveLeader waits for the Lease to be renewed after since, so its holder is
+// alive now (a killed replica renews nothing), and returns the holder: the
+// replica's identity and its start's own suffix, new at every start.
+func (s *scene) liveLeader(f *fleet, deadline, since time.Time) string {
+	s.t.Helper()
+	var holder string
+	s.waitUntil(f, deadline, "a leader alive after the kills", func(ctx context.Context) (bool, error) {
+		lease, err := s.env.Client.CoordinationV1().Leases(controllerNamespace).Get(ctx, leaseName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		spec := lease.Spec
+		if spec.HolderIdentity == nil || *spec.HolderIdentity == "" || spec.RenewTime == nil || !spec.RenewTime.After(since) {
+			return false, nil
+		}
+		holder = *spec.HolderIdentity
+		return true, nil
+	})
+	return holder
+}
+
+// reconciled makes the changes quiet describes, marked, and waits for the
+// leader's writes that answer them.
+func (s *scene) reconciled(f *fleet, deadline time.Time, marker string) {
+	s.t.Helper()
+	ctx := s.t.Context()
+	most := 1000 + s.pool.Generation // a new value each time, far above the pool's size
+	patch := []byte(fmt.Sprintf(`{"spec":{"limits":{"nodes":%d}}}`, most))
+	if err := s.kube.Patch(ctx, s.pool, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		s.t.Fatalf("editing pool %s: %v", s.name, err)
+	}
+	generation := s.pool.Generation
+	sentinel := errors.New(marker)
+	for i, n := range s.maint {
+		if i == 4 {
+			s.reportRejected(n, errUnreadable, sentinel)
+		} else {
+			s.reportRejected(n, sentinel)
+		}
+	}
+	s.waitUntil(f, deadline, marker+": the leader's reconcile of the pool and of each maintenance node", func(ctx context.Context) (bool, error) {
+		pool := &v1alpha1.NodePool{}
+		if err := s.kube.Get(ctx, client.ObjectKeyFromObject(s.pool), pool); err != nil {
+			return false, err
+		}
+		if pool.Status.ObservedGeneration < generation {
+			return false, nil
+		}
+		for _, n := range s.maint {
+			events, err := s.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+				FieldSelector: fields.Set{"involvedObject.name": n, "reason": "MetadataRejected"}.String()})
+			if err != nil {
+				return false, err
+			}
+			if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool { return strings.Contains(e.Message, marker) }) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // emptied: the nodes are cordoned and hold no pod that had to leave.
