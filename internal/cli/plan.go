@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/consolidation"
 	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/disruption"
@@ -165,16 +164,10 @@ func (c *snapshot) plan(pool *v1alpha1.NodePool, all []v1alpha1.NodePool, now ti
 		nodes[i] = *n
 	}
 	in.Pool, in.Members, in.Now = pool, poolctrl.Members(pool, nodes, all), now
-	replacements := disruption.Replacements(in.Members)
-	size := len(in.Members)
-	for _, n := range in.Members {
-		if replacements[n.Name] {
-			size--
-		}
-	}
-	// A budget the controller cannot read leaves nothing allowed (the pool
-	// shows Ready=False for it).
-	in.Allowed, _ = consolidation.Allowed(pool, size, budget.Count(in.Members, replacements, now), now)
+	// The controller's view of the pool. A budget it cannot read leaves
+	// nothing allowed (the pool shows Ready=False for it).
+	v := disruption.Observe(pool, in.Members, now)
+	in.Allowed, _ = consolidation.Allowed(pool, v.Size, v.Disrupting, now)
 	plan := consolidation.Decide(in)
 	if !pool.Spec.Provider.Manages() && plan.Command != nil {
 		plan.Blocked = append(plan.Blocked, consolidation.Blocker{Reason: consolidation.BlockedDisabled,

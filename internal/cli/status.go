@@ -18,12 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/sluice-dev/sluice/internal/budget"
 	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/nodepool"
-	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
@@ -180,31 +178,28 @@ func choosePools(all []v1alpha1.NodePool, names []string, installed bool) ([]*v1
 
 // summarizePool computes the pool's status from its member nodes at now.
 func summarizePool(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) poolStatus {
+	// The controller's own view of the pool: what it says the budgets
+	// allow is what the controller would spend.
+	v := disruption.Observe(pool, members, now)
 	s := poolStatus{
 		Name:       pool.Name,
 		Nodes:      len(members),
-		Disrupting: budget.Count(members, disruption.Replacements(members), now),
+		Disrupting: v.Disrupting,
+		Drifted:    v.Drifted,
+		Expired:    v.Expired,
 		Paused:     disruption.PoolPaused(pool),
 		Provider:   providerOf(pool),
 		Budgets:    []disruption.BudgetFacts{},
-	}
-	for _, c := range disruption.Candidates(pool, members, provider.TemplateHash(pool.Spec.Template), now) {
-		switch c.Reason {
-		case v1alpha1.ReasonDrifted:
-			s.Drifted++
-		case v1alpha1.ReasonExpired:
-			s.Expired++
-		}
 	}
 	for _, n := range members {
 		if at, expired, ok := disruption.Expiry(n, pool.DisruptionSpec(), now); ok && !expired && n.DeletionTimestamp == nil && at.Sub(now) <= expiringWindow {
 			s.ExpiringSoon++
 		}
 	}
-	s.Problem = nodepool.Validate(pool, len(members))
+	s.Problem = nodepool.Validate(pool, v.Size)
 	s.Ready = s.Problem == nil
 	for _, r := range v1alpha1.DisruptionReasons {
-		b := disruption.BudgetFor(pool, members, r, now)
+		b := v.Budget(r, now)
 		s.Budgets = append(s.Budgets, b)
 		if b.NextChange != nil && s.NextBudgetChange == nil {
 			at := b.NextChange.At

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
+	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider/kwok"
@@ -173,7 +174,8 @@ func runUpgradePool(ctx context.Context, out io.Writer, kc kubernetes.Interface,
 		next.Spec.Template = &v1alpha1.NodeTemplate{}
 	}
 	next.Spec.Template.Image = f.image
-	if err := pools.UpgradeError(next, len(members)); err != nil {
+	v := disruption.Observe(next, members, clock.RealClock{}.Now())
+	if err := pools.UpgradeError(next, v.Size); err != nil {
 		return fmt.Errorf("node pool %s: %w", name, err)
 	}
 	retry := retriedNodes(members, f.image)
@@ -183,8 +185,7 @@ func runUpgradePool(ctx context.Context, out io.Writer, kc kubernetes.Interface,
 			old++
 		}
 	}
-	surge, _ := next.Spec.Upgrade.Surge(len(members))
-	unavailable, _ := next.Spec.Upgrade.Unavailable(len(members))
+	surge, unavailable, _ := v.UpgradeWidth()
 	verb := "upgrading"
 	if f.dryRun {
 		verb = "would upgrade (dry run)"

@@ -192,13 +192,14 @@ func Explain(in ExplainInput) Explanation {
 		members = append(slices.Clip(members), node)
 	}
 	hash := provider.TemplateHash(pool.Spec.Template)
+	v := Observe(pool, members, now)
 	e.Pool = &PoolFacts{
 		Name: pool.Name, Provider: pool.Spec.Provider.Name, Managed: pool.Spec.Provider.Manages(),
 		ProviderReady: in.ProviderReady,
 		Paused:        PoolPaused(pool),
-		Problem:       nodepool.Validate(pool, len(members)),
+		Problem:       nodepool.Validate(pool, v.Size),
 		Nodes:         len(members),
-		Disrupting:    budget.Count(members, Replacements(members), now),
+		Disrupting:    v.Disrupting,
 	}
 	if e.Pool.Provider == "" {
 		e.Pool.Provider = v1alpha1.ProviderNone
@@ -207,7 +208,7 @@ func Explain(in ExplainInput) Explanation {
 	if at, expired, ok := Expiry(node, pool.DisruptionSpec(), now); ok {
 		e.Expiry = &Expiration{At: at, Expired: expired}
 	}
-	for _, c := range Candidates(pool, members, hash, now) {
+	for _, c := range v.Candidates {
 		if c.Node.Name == node.Name {
 			e.Candidate = c.Reason
 			break
@@ -221,7 +222,7 @@ func Explain(in ExplainInput) Explanation {
 	}
 	e.Protection = Protected(pool, node, in.Pods, now)
 	if e.Candidate != "" {
-		b := BudgetFor(pool, members, e.Candidate, now)
+		b := v.Budget(e.Candidate, now)
 		e.Budget = &b
 	}
 	e.Verdict = e.decide(pool, members, now)
@@ -262,40 +263,6 @@ type BudgetChange struct {
 	// Allowed is how many would be allowed then, if the pool's nodes
 	// stayed as they are.
 	Allowed int `json:"allowed"`
-}
-
-// BudgetFor weighs the pool's budgets for reason r at now, members being the
-// pool's nodes, as the NodePool controller does before it replaces a node.
-func BudgetFor(pool *v1alpha1.NodePool, members []*corev1.Node, r v1alpha1.DisruptionReason, now time.Time) BudgetFacts {
-	budgets := pool.DisruptionSpec().BudgetsOrDefault()
-	f := BudgetFacts{Reason: r, Disrupting: budget.Count(members, Replacements(members), now)}
-	a, err := budget.Allowed(budgets, len(members), f.Disrupting, r, now)
-	if err != nil {
-		f.Error = err.Error()
-		return f
-	}
-	f.Allowed, f.Limit = a.Nodes, a.Limit
-	if a.Budget != nil {
-		f.Binding = a.Budget.String()
-	}
-	at, ok, err := budget.NextChange(budgets, now)
-	if err != nil || !ok {
-		return f
-	}
-	then, err := budget.Allowed(budgets, len(members), f.Disrupting, r, at)
-	if err != nil {
-		return f
-	}
-	f.NextChange = &BudgetChange{At: at, Allowed: then.Nodes}
-	for _, b := range budgets {
-		before, err1 := budget.Active(b, now)
-		after, err2 := budget.Active(b, at)
-		if err1 == nil && err2 == nil && before != after {
-			f.NextChange.Budget, f.NextChange.Opens = b.String(), after
-			break
-		}
-	}
-	return f
 }
 
 // allowedNow says how many more nodes the budget allows now, of how many.

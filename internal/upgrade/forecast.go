@@ -121,15 +121,15 @@ type Blocker struct {
 
 // Predict forecasts the upgrade of in.Pool to in.Image.
 func Predict(in Input) (*Forecast, error) {
-	pool, u := in.Pool, in.Pool.Spec.Upgrade
+	pool := in.Pool
 	f := &Forecast{Pool: pool.Name, Image: in.Image, Blockers: []Blocker{}}
-	size := len(in.Members)
+	// The pool as the controller sizes it: replacements booting do not
+	// widen the batches.
+	v := disruption.Observe(pool, in.Members, in.Now)
+	size := v.Size
 	var err error
-	if f.Surge, err = u.Surge(size); err != nil {
-		return nil, fmt.Errorf("spec.upgrade.maxSurge %w", err)
-	}
-	if f.Unavailable, err = u.Unavailable(size); err != nil {
-		return nil, fmt.Errorf("spec.upgrade.maxUnavailable %w", err)
+	if f.Surge, f.Unavailable, err = v.UpgradeWidth(); err != nil {
+		return nil, err
 	}
 	if size > 0 && f.Surge+f.Unavailable == 0 {
 		return nil, fmt.Errorf("spec.upgrade.maxSurge and maxUnavailable come to 0 nodes of %d: no node could be upgraded", size)

@@ -39,7 +39,7 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 	if why, passing := c.consolidationOff(pool, v, now); why != "" {
 		c.drop(pool.Name, why)
 		if !passing && !c.opts.DryRun {
-			c.steer(ctx, v.nodes, nil) // no later rounds to steer for
+			c.steer(ctx, v.Nodes, nil) // no later rounds to steer for
 		}
 		return 0, nil
 	}
@@ -61,7 +61,7 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 	plan := consolidation.Decide(in)
 	c.opts.Metrics.pass(c.clock.Since(start))
 	if !c.opts.DryRun {
-		c.steer(ctx, v.nodes, plan.Next)
+		c.steer(ctx, v.Nodes, plan.Next)
 	}
 	c.mu.Lock()
 	c.lastPass[pool.Name] = now
@@ -115,15 +115,15 @@ func (c *Controller) consolidationOff(pool *v1alpha1.NodePool, v *view, now time
 	if _, refused := c.backingOff(pool.Name, now); refused {
 		return "the provider refused a machine; backing off", true
 	}
-	if len(v.candidates) > 0 {
+	if len(v.Candidates) > 0 {
 		return "drifted or expired nodes are replaced first", false
 	}
-	for _, n := range v.nodes {
+	for _, n := range v.Nodes {
 		if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked || !n.DeletionTimestamp.IsZero() {
 			return "a disruption is under way", true
 		}
 	}
-	if len(v.unseen) > 0 {
+	if len(v.Unseen) > 0 {
 		return "a disruption is under way", true
 	}
 	return "", false
@@ -156,11 +156,11 @@ func (c *Controller) consolidationInput(ctx context.Context, pool *v1alpha1.Node
 	if err := c.kube.List(ctx, &pdbs, client.UnsafeDisableDeepCopy); err != nil {
 		return consolidation.Input{}, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
-	allowed, err := consolidation.Allowed(pool, v.size, v.disrupting, now)
+	allowed, err := consolidation.Allowed(pool, v.Size, v.Disrupting, now)
 	if err != nil {
 		return consolidation.Input{}, err
 	}
-	in := consolidation.Input{Pool: pool, Members: v.nodes, Now: now, LastChurn: c.opts.LastChurn, Allowed: allowed}
+	in := consolidation.Input{Pool: pool, Members: v.Nodes, Now: now, LastChurn: c.opts.LastChurn, Allowed: allowed}
 	for i := range nodes.Items {
 		in.Nodes = append(in.Nodes, &nodes.Items[i])
 	}
@@ -180,7 +180,7 @@ func (c *Controller) consolidationInput(ctx context.Context, pool *v1alpha1.Node
 // nothing replaces it, or once the replacement, asked for by name, is Ready.
 func (c *Controller) act(ctx context.Context, pool *v1alpha1.NodePool, v *view, cmd *consolidation.Command, now time.Time) error {
 	byName := map[string]*corev1.Node{}
-	for _, n := range v.nodes {
+	for _, n := range v.Nodes {
 		byName[n.Name] = n
 	}
 	rec := disruption.Record{Reason: cmd.Reason, Phase: disruption.PhaseRemoving, Since: now, Message: cmd.String()}

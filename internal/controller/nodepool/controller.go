@@ -237,10 +237,10 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	now := c.clock.Now()
 	v := observe(pool, Members(pool, nodes.Items, all.Items), c.opts.PodsOn, now)
 	c.settleMarks(v, now)
-	problem := pools.Validate(pool, v.size)
-	next := v.nextChange
+	problem := pools.Validate(pool, v.Size)
+	next := v.NextChange
 	if problem != nil && !c.opts.DryRun {
-		c.steer(ctx, v.nodes, nil) // a pool that cannot be applied plans no rounds
+		c.steer(ctx, v.Nodes, nil) // a pool that cannot be applied plans no rounds
 	}
 	if problem != nil && pool.Spec.Provider.Manages() && c.machines.Serves(pool.Spec.Provider.Name) {
 		// Nothing new is chosen in a pool that cannot be applied, but a
@@ -339,7 +339,7 @@ func (c *Controller) event(obj client.Object, typ, reason, msg string) {
 func (c *Controller) settleMarks(v *view, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range v.nodes {
+	for _, n := range v.Nodes {
 		at, ok := c.marked[n.Name]
 		if !ok {
 			continue
@@ -349,8 +349,7 @@ func (c *Controller) settleMarks(v *view, now time.Time) {
 			delete(c.marked, n.Name)
 			continue
 		}
-		v.disrupting++
-		v.unseen = append(v.unseen, n.Name)
+		v.MarkUnseen(n.Name)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/provider"
@@ -41,13 +40,12 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 	if w, refused := c.backingOff(pool.Name, now); refused {
 		return sooner(wait, w), errors.Join(errs...)
 	}
-	disrupting := v.disrupting
+	disrupting := v.Disrupting
 	chosen, launched, w, err := c.startUpgrades(ctx, pool, v, disrupting, pending, now)
 	wait, errs = sooner(wait, w), appendErr(errs, err)
 	disrupting += chosen
 	pending += launched
-	budgets := pool.DisruptionSpec().BudgetsOrDefault()
-	for _, cand := range v.candidates {
+	for _, cand := range v.Candidates {
 		if upgradeOwns(pool, cand) {
 			continue // startUpgrades'
 		}
@@ -59,7 +57,7 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		if !ok {
 			continue
 		}
-		a, err := budget.Allowed(budgets, v.size, disrupting, cand.Reason, now)
+		a, err := v.AllowedAfter(cand.Reason, disrupting-v.Disrupting, now)
 		if err != nil {
 			return wait, err
 		}
@@ -99,7 +97,7 @@ func (c *Controller) eligible(pool *v1alpha1.NodePool, v *view, n *corev1.Node, 
 	// there (the template changed again mid-rollout): it is counted with
 	// that node, and its turn comes after.
 	if _, recorded := n.Annotations[v1alpha1.AnnotationDisruption]; recorded || !n.DeletionTimestamp.IsZero() ||
-		slices.Contains(v.unseen, n.Name) || v.replacements[n.Name] {
+		slices.Contains(v.Unseen, n.Name) || v.Replacements[n.Name] {
 		return false, 0, nil
 	}
 	pods, err := v.podsOn(n.Name)
@@ -126,14 +124,14 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		errs    []error
 	)
 	names, asked := map[string]bool{}, map[string]bool{}
-	for _, n := range v.nodes {
+	for _, n := range v.Nodes {
 		names[n.Name] = true
 		names[c.machines.MachineOf(pool, n)] = true
 		if n.Spec.ProviderID != "" {
 			names[provider.IDKey(n.Spec.ProviderID)] = true
 		}
 	}
-	for _, n := range v.nodes {
+	for _, n := range v.Nodes {
 		rec, err := disruption.RecordOf(n)
 		if err != nil {
 			c.event(n, corev1.EventTypeWarning, "DisruptionRecordUnreadable", fmt.Sprintf(
@@ -468,7 +466,7 @@ func (c *Controller) markNode(ctx context.Context, cached *corev1.Node, rec disr
 // nodes it would replace; the Event recorder's correlator keeps that to a
 // handful of Events per node.
 func (c *Controller) report(pool *v1alpha1.NodePool, v *view) {
-	for _, cand := range v.candidates {
+	for _, cand := range v.Candidates {
 		c.event(cand.Node, corev1.EventTypeNormal, "Would"+string(cand.Reason),
 			fmt.Sprintf("sluice: node pool %s has no provider sluice runs, so the node is not replaced: %s", pool.Name, describe(cand)))
 	}

@@ -37,11 +37,11 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.NodePool, v
 	}
 	status := pool.Status.DeepCopy()
 	status.ObservedGeneration = pool.Generation
-	status.Nodes = clamp32(len(v.nodes))
-	status.Resources = v.resources
-	status.Disrupting = clamp32(v.disrupting)
-	status.Drifted, status.Expired = clamp32(v.drifted), clamp32(v.expired)
-	status.Allowed = v.allowed(pool, now)
+	status.Nodes = clamp32(len(v.Nodes))
+	status.Resources = v.Resources
+	status.Disrupting = clamp32(v.Disrupting)
+	status.Drifted, status.Expired = clamp32(v.Drifted), clamp32(v.Expired)
+	status.Allowed = v.AllowedByReason(now)
 	status.NextBudgetChange = nil
 	if t, ok := nextBudgetChange(pool, now); ok {
 		mt := metav1.NewTime(t)

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/termination"
@@ -116,16 +115,12 @@ type slots struct {
 }
 
 func upgradeSlots(pool *v1alpha1.NodePool, v *view) (slots, error) {
-	u := pool.Spec.Upgrade
 	var s slots
 	var err error
-	if s.surge, err = u.Surge(v.size); err != nil {
+	if s.surge, s.unavailable, err = v.UpgradeWidth(); err != nil {
 		return s, err
 	}
-	if s.unavailable, err = u.Unavailable(v.size); err != nil {
-		return s, err
-	}
-	for _, n := range v.nodes {
+	for _, n := range v.Nodes {
 		// A node stays in flight until it is gone: its deletion (the
 		// deletion controller's Terminating) still takes it out of service.
 		if rec, err := disruption.RecordOf(n); err == nil && rec != nil && rec.Reason == v1alpha1.ReasonUpgrade && rec.Phase != disruption.PhaseRemoving {
@@ -152,8 +147,7 @@ func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool,
 	}
 	image := pool.Spec.Template.Image
 	var errs []error
-	budgets := pool.DisruptionSpec().BudgetsOrDefault()
-	for _, cand := range v.candidates {
+	for _, cand := range v.Candidates {
 		if !imageDrifted(cand) || blockedFor(cand.Node, image) {
 			continue
 		}
@@ -168,7 +162,7 @@ func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool,
 		if !ok {
 			continue
 		}
-		a, err := budget.Allowed(budgets, v.size, disrupting, v1alpha1.ReasonUpgrade, now)
+		a, err := v.AllowedAfter(v1alpha1.ReasonUpgrade, disrupting-v.Disrupting, now)
 		if err != nil {
 			return chosen, launched, wait, err
 		}
@@ -228,10 +222,10 @@ func chosenOutcome(err error) (stop, next bool, report error) {
 // and the machines still booting; "" when none. A replacement is made
 // before the node it replaces goes, so it needs that room.
 func overPoolLimits(pool *v1alpha1.NodePool, v *view, like *corev1.Node, pending int) string {
-	if l := pool.Spec.Limits; l != nil && l.Nodes != nil && len(v.nodes)+pending >= int(*l.Nodes) {
-		return fmt.Sprintf("the pool has %d nodes and %d more on their way, and spec.limits.nodes is %d (a replacement is made before the node it replaces goes)", len(v.nodes), pending, *l.Nodes)
+	if l := pool.Spec.Limits; l != nil && l.Nodes != nil && len(v.Nodes)+pending >= int(*l.Nodes) {
+		return fmt.Sprintf("the pool has %d nodes and %d more on their way, and spec.limits.nodes is %d (a replacement is made before the node it replaces goes)", len(v.Nodes), pending, *l.Nodes)
 	}
-	return overLimits(pool.Spec.Limits, v.resources, like.Status.Capacity, pending+1)
+	return overLimits(pool.Spec.Limits, v.Resources, like.Status.Capacity, pending+1)
 }
 
 // chooseUpgrade marks the node (it counts against the Upgrade budget from

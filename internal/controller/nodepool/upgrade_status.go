@@ -39,7 +39,7 @@ func upgradeFailed(pool *v1alpha1.NodePool, v *view) string {
 	}
 	image := pool.Spec.Template.Image
 	var quarantined, gated []string
-	for _, n := range v.nodes {
+	for _, n := range v.Nodes {
 		switch {
 		case !blockedFor(n, image):
 		case n.Labels[v1alpha1.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
@@ -48,7 +48,7 @@ func upgradeFailed(pool *v1alpha1.NodePool, v *view) string {
 			gated = append(gated, n.Name)
 		}
 	}
-	surge, _ := pool.Spec.Upgrade.Surge(v.size)
+	surge, _, _ := v.UpgradeWidth()
 	limit := pool.Spec.Upgrade.MaxBlocked(surge)
 	if len(gated) > limit {
 		return fmt.Sprintf("the surge nodes of %d nodes (%s) did not pass the health gate on %s, more than maxBlockedNodes %d: no more nodes are upgraded; the image's node agents do not come up (the pool's UpgradeRolledBack Events name them); fix the image or the DaemonSets, then run `sluice upgrade pool %s --image %s` again",
@@ -74,7 +74,7 @@ func upgradeStatus(pool *v1alpha1.NodePool, v *view, now time.Time) *v1alpha1.Up
 	if t.remaining == 0 && len(st.Blocked) == 0 && len(st.Quarantined) == 0 && (prev == nil || prev.Image != image) {
 		return nil // nothing to upgrade, and no upgrade to this image seen
 	}
-	batch := batchSize(pool, v.size)
+	batch := batchSize(v)
 	st.Batches = clamp32(ceilDiv(int(st.Nodes), batch))
 	st.Batch = clamp32(min(int(st.Upgraded)/batch+1, int(st.Batches)))
 	st.StartedAt = &metav1.Time{Time: now}
@@ -109,13 +109,13 @@ func tally(pool *v1alpha1.NodePool, v *view) (*v1alpha1.UpgradeStatus, counts) {
 	st := &v1alpha1.UpgradeStatus{Image: image}
 	var t counts
 	drifted := map[string]bool{} // the candidates' image drift, read once a pass
-	for _, c := range v.candidates {
+	for _, c := range v.Candidates {
 		if imageDrifted(c) {
 			drifted[c.Node.Name] = true
 		}
 	}
-	for _, n := range v.nodes {
-		if v.replacements[n.Name] || removedSurge(n, image) {
+	for _, n := range v.Nodes {
+		if v.Replacements[n.Name] || removedSurge(n, image) {
 			continue // a surge node counts once the node it replaces is gone, never once it is taken back
 		}
 		st.Nodes++
@@ -177,9 +177,8 @@ func upgradePhase(pool *v1alpha1.NodePool, v *view, st *v1alpha1.UpgradeStatus, 
 
 // batchSize is how many nodes the upgrade takes at once: surge plus
 // unavailable, at least 1.
-func batchSize(pool *v1alpha1.NodePool, size int) int {
-	surge, _ := pool.Spec.Upgrade.Surge(size)
-	unavailable, _ := pool.Spec.Upgrade.Unavailable(size)
+func batchSize(v *view) int {
+	surge, unavailable, _ := v.UpgradeWidth()
 	return max(surge+unavailable, 1)
 }
 
