@@ -230,9 +230,8 @@ func Explain(in ExplainInput) Explanation {
 }
 
 // PoolPaused says whether the pool's voluntary disruption is stopped as a
-// whole: spec.disruption.paused, or a do-not-disrupt annotation on the pool
-// (Protected's first question).
-func PoolPaused(pool *v1alpha1.NodePool) bool { return poolProtection(pool) != nil }
+// whole (PoolProtection).
+func PoolPaused(pool *v1alpha1.NodePool) bool { return PoolProtection(pool) != nil }
 
 // BudgetFacts are a pool's budgets for one reason, now.
 type BudgetFacts struct {

@@ -52,7 +52,7 @@ const (
 // protections, the one that lasts longest is returned, and its message
 // counts the other pods that protect the node too.
 func Protected(pool *v1alpha1.NodePool, node *corev1.Node, pods []*corev1.Pod, now time.Time) *Protection {
-	if p := poolProtection(pool); p != nil {
+	if p := PoolProtection(pool); p != nil {
 		return p
 	}
 	best := nodeProtection(node, now)
@@ -78,7 +78,12 @@ func Protected(pool *v1alpha1.NodePool, node *corev1.Node, pods []*corev1.Pod, n
 	return best
 }
 
-func poolProtection(pool *v1alpha1.NodePool) *Protection {
+// PoolProtection says why the pool's voluntary disruption is stopped as a
+// whole, nil when it is not: spec.disruption.paused, or the do-not-disrupt
+// annotation on the pool, which "true" sets, "" and "false" clear, and any
+// other value sets too (an unreadable opt-out protects). The one meaning of
+// "paused", for the controller and every command.
+func PoolProtection(pool *v1alpha1.NodePool) *Protection {
 	if pool == nil {
 		return nil
 	}

@@ -474,13 +474,14 @@ func (c *Controller) report(pool *v1alpha1.NodePool, v *view) {
 
 // pausedBy says why the pool's voluntary disruption is off, "" when it is on.
 func pausedBy(pool *v1alpha1.NodePool) string {
-	switch {
-	case pool.DisruptionSpec().IsPaused():
+	switch p := disruption.PoolProtection(pool); {
+	case p == nil:
+		return ""
+	case p.Reason == disruption.ReasonPaused:
 		return "spec.disruption.paused"
-	case pool.Annotations[v1alpha1.AnnotationDoNotDisrupt] == "true":
-		return v1alpha1.AnnotationDoNotDisrupt
+	default:
+		return v1alpha1.AnnotationDoNotDisrupt + "=" + pool.Annotations[v1alpha1.AnnotationDoNotDisrupt]
 	}
-	return ""
 }
 
 // describe says why a candidate is one.
