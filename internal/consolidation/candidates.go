@@ -108,7 +108,7 @@ func (in *Input) weigh(n *corev1.Node, pods []*corev1.Pod) (*candidate, *Blocker
 	}
 	unmovable := ""
 	for _, p := range pods {
-		switch v := drain.Classify(p, drainOptions, func(string, string) bool { return true }); v.Verdict {
+		switch v := drain.Classify(p, drainOptions, in.Now, func(string, string) bool { return true }); v.Verdict {
 		case drain.VerdictLeave:
 			c.moving = append(c.moving, p)
 			c.cost += podCost(p)

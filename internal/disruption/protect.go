@@ -149,29 +149,24 @@ type subject struct {
 
 // doNotDisrupt reads a sluice.dev/do-not-disrupt value: "true", or a
 // duration that protects until it has passed since s.since.
+// The value is read by drain.DoNotDisrupt, as the drain reads it.
 func (s subject) doNotDisrupt(value string, now time.Time) *Protection {
 	key := drain.AnnotationDoNotDisrupt
-	switch value {
-	case "", "false":
+	hold := drain.DoNotDisrupt(value, s.since, now)
+	switch {
+	case !hold.Holds:
 		return nil
-	case "true":
-		return &Protection{Reason: s.reason, Message: fmt.Sprintf("%s is annotated %s=true; %s to lift it", s.name, key, s.lift)}
-	}
-	d, err := time.ParseDuration(value)
-	if err != nil || d < 0 {
+	case hold.Unreadable:
 		return &Protection{Reason: s.reason, Message: fmt.Sprintf(
 			"%s is annotated %s=%q, which is neither true nor a duration such as 2h, so it protects the node until the value is corrected; %s to lift it",
 			s.name, key, value, s.lift)}
-	}
-	if s.since.IsZero() {
+	case hold.Unstarted:
 		return &Protection{Reason: s.reason, Message: fmt.Sprintf("%s is annotated %s=%s and %s; %s to lift it", s.name, key, value, s.unknown, s.lift)}
+	case hold.Until.IsZero():
+		return &Protection{Reason: s.reason, Message: fmt.Sprintf("%s is annotated %s=true; %s to lift it", s.name, key, s.lift)}
 	}
-	until := s.since.Add(d)
-	if !now.Before(until) {
-		return nil
-	}
-	return &Protection{Reason: s.reason, Until: until, Message: fmt.Sprintf("%s is annotated %s=%s: protected until %s, %s %s; %s to lift it sooner",
-		s.name, key, value, until.UTC().Format(time.RFC3339), value, s.counted, s.lift)}
+	return &Protection{Reason: s.reason, Until: hold.Until, Message: fmt.Sprintf("%s is annotated %s=%s: protected until %s, %s %s; %s to lift it sooner",
+		s.name, key, value, hold.Until.UTC().Format(time.RFC3339), value, s.counted, s.lift)}
 }
 
 // flag protects when annotation key has the value on.

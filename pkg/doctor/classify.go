@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"time"
+
 	"fmt"
 	"strings"
 
@@ -26,7 +28,7 @@ func classifyAll(in Input) [][]drain.Classification {
 	out := make([][]drain.Classification, len(in.Pods))
 	for i := range in.Pods {
 		if in.Pods[i].Spec.NodeName != "" {
-			out[i] = classify(&in.Pods[i], exists)
+			out[i] = classify(&in.Pods[i], in.Now, exists)
 		}
 	}
 	return out
@@ -37,11 +39,11 @@ func classifyAll(in Input) [][]drain.Classification {
 // classified again. The result lists, in the drain's order, each refusal and
 // then the verdict once no flag helps, so one pod can show several problems
 // (no controller and emptyDir data) without doctor judging pods itself.
-func classify(pod *corev1.Pod, daemonSetExists func(namespace, name string) bool) []drain.Classification {
+func classify(pod *corev1.Pod, now time.Time, daemonSetExists func(namespace, name string) bool) []drain.Classification {
 	opts := assumed
 	var steps []drain.Classification
 	for {
-		c := drain.Classify(pod, opts, daemonSetExists)
+		c := drain.Classify(pod, opts, now, daemonSetExists)
 		steps = append(steps, c)
 		if c.Verdict != drain.VerdictRefuse {
 			return steps

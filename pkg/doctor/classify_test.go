@@ -79,7 +79,7 @@ func TestDoctorAgreesWithTheDrainOnEveryPodClass(t *testing.T) {
 				c(&pod)
 			}
 			exists := func(ns, name string) bool { return ns == agent.Namespace && name == agent.Name }
-			if c := drain.Classify(&pod, drain.Options{IgnoreDaemonSets: true}, exists); c.Verdict != tc.verdict || c.Reason != tc.reason {
+			if c := drain.Classify(&pod, drain.Options{IgnoreDaemonSets: true}, now, exists); c.Verdict != tc.verdict || c.Reason != tc.reason {
 				t.Errorf("drain: %s %q (%s), want %s %q", c.Verdict, c.Reason, c.Message, tc.verdict, tc.reason)
 			}
 			r := Diagnose(Input{Nodes: []corev1.Node{*node}, Pods: []corev1.Pod{pod}, DaemonSets: []appsv1.DaemonSet{agent}, Now: now})

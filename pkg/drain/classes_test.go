@@ -123,6 +123,58 @@ func TestDoNotDisruptAnnotationsHoldTheDrain(t *testing.T) {
 	d.expect(t, "plain", want{outcome: drain.PodNotEvicted})
 }
 
+// A do-not-disrupt duration holds a pod until it has run that long, then
+// the drain moves it as any other: the drain waits for a hold that ends
+// before it must stop, and refuses at once, evicting nothing, one that ends
+// after. An unreadable value holds, and says so.
+func TestDoNotDisruptDurationsHoldTheDrainUntilTheyEnd(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, 2)
+	ns := s.env.Namespace
+	s.env.Create(t,
+		fixture.Deployment(ns, "briefly", 1, s.onAll, onNode(s.nodes[0]), fixture.Annotate(drain.AnnotationDoNotDisrupt, "20s")),
+		fixture.Deployment(ns, "typo", 1, s.onAll, onNode(s.nodes[1]), fixture.Annotate(drain.AnnotationDoNotDisrupt, "20 seconds")),
+	)
+	pods := s.env.WaitForPods(t, "app in (briefly,typo)", 2)
+	s.addSpare(t, 1)
+	var started time.Time
+	for _, p := range pods {
+		if p.Labels[fixture.LabelApp] == "briefly" && p.Status.StartTime != nil {
+			started = p.Status.StartTime.Time
+		}
+	}
+	if started.IsZero() {
+		t.Fatal("the held pod has no start time")
+	}
+
+	// A 5 s timeout ends before the 20 s hold: refused, nothing touched.
+	before := s.podUIDs(t)
+	d := s.run(t, drain.Options{Timeout: 5 * time.Second}, s.nodes[0])
+	if time.Since(started) < 20*time.Second {
+		d.node(t, 0, drain.NodeBlocked)
+		d.expect(t, "briefly", want{outcome: drain.PodBlocked, reason: drain.ReasonDoNotDisrupt, message: "held until"})
+		if s.getNode(t, s.nodes[0]).Spec.Unschedulable {
+			t.Error("a drain refused for a hold past its timeout cordoned the node")
+		}
+		if after := s.podUIDs(t); len(after) != len(before) {
+			t.Errorf("pods before %v, after %v: a refused drain must evict nothing", before, after)
+		}
+	}
+
+	// Without a timeout the drain waits for the hold to end, then moves it.
+	d = s.run(t, drain.Options{}, s.nodes[0])
+	d.node(t, 0, drain.NodeDrained)
+	d.expect(t, "briefly", want{outcome: drain.PodEvicted})
+	if gone := time.Since(started); gone < 20*time.Second {
+		t.Errorf("the pod left %s after it started, before its 20s hold ended", gone.Round(time.Second))
+	}
+
+	// An unreadable value holds for good.
+	d = s.run(t, drain.Options{}, s.nodes[1])
+	d.node(t, 0, drain.NodeBlocked)
+	d.expect(t, "typo", want{outcome: drain.PodBlocked, reason: drain.ReasonDoNotDisrupt, message: "neither true nor a duration"})
+}
+
 func TestPodSelectorLimitsTheDrain(t *testing.T) {
 	t.Parallel()
 	s := newScene(t, 1)

@@ -54,12 +54,16 @@ type Classification struct {
 	Verdict Verdict
 	Reason  Reason
 	Message string
+	// Until is when a VerdictHold ends by itself (a do-not-disrupt
+	// duration); zero when only a change or a deadline ends it.
+	Until time.Time
 }
 
 // Annotations by which pods opt out of voluntary disruption. sluice honours
 // the ecosystem's as well as its own.
 const (
-	// AnnotationDoNotDisrupt "true" holds the pod.
+	// AnnotationDoNotDisrupt "true", or a duration from the pod's start,
+	// holds the pod (DoNotDisrupt reads it).
 	AnnotationDoNotDisrupt = "sluice.dev/do-not-disrupt"
 	// AnnotationKarpenterDoNotDisrupt "true" is Karpenter's spelling of the same.
 	AnnotationKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
@@ -74,12 +78,15 @@ const (
 // an opinion decides; warnings from the filters a flag let through are joined
 // into the message.
 //
+// now is when the drain looks: a do-not-disrupt duration holds until it has
+// passed since the pod started.
+//
 // daemonSetExists says whether the named DaemonSet exists: a pod whose
 // DaemonSet is gone is an orphan nothing will recreate. Classify is pure, so
 // tools that predict a drain (sluice doctor) reach the drain's own verdicts
 // from listed objects; the drain engine calls it with a live lookup.
-func Classify(pod *corev1.Pod, opts Options, daemonSetExists func(namespace, name string) bool) Classification {
-	f := filters{opts: &opts, daemonSetExists: daemonSetExists}
+func Classify(pod *corev1.Pod, opts Options, now time.Time, daemonSetExists func(namespace, name string) bool) Classification {
+	f := filters{opts: &opts, now: now, daemonSetExists: daemonSetExists}
 	var warnings []string
 	for _, filter := range []podFilter{f.terminating, f.mirror, f.finished, f.daemonSet, f.doNotDisrupt, f.localStorage, f.unreplicated} {
 		c, decided := filter(pod)
@@ -112,6 +119,7 @@ type classification struct {
 	verdict verdict
 	reason  Reason
 	message string
+	until   time.Time // a hold's end, when it ends by itself
 }
 
 // daemonSetChecker answers whether a DaemonSet exists, asking the API server.
@@ -122,13 +130,17 @@ type daemonSetChecker func(ctx context.Context, namespace, name string) (bool, e
 type classifier struct {
 	opts            *Options
 	daemonSetExists daemonSetChecker
-	now             func() time.Time // nil: time does not matter (no SkipWaitForDeleteTimeout)
+	now             func() time.Time // nil: time does not matter (tests of verdicts that do not read it)
 }
 
 func (c *classifier) classify(ctx context.Context, pod *corev1.Pod) classification {
 	var lookup error
 	var daemonSet string
-	v := Classify(pod, *c.opts, func(namespace, name string) bool {
+	var now time.Time
+	if c.now != nil {
+		now = c.now()
+	}
+	v := Classify(pod, *c.opts, now, func(namespace, name string) bool {
 		exists, err := c.daemonSetExists(ctx, namespace, name)
 		lookup, daemonSet = err, name
 		return exists
@@ -145,13 +157,14 @@ func (c *classifier) classify(ctx context.Context, pod *corev1.Pod) classificati
 				"still terminating %s after its grace period ended, longer than --skip-wait-for-delete-timeout %s: not waited for", over.Round(time.Second), after)}
 		}
 	}
-	return classification{verdict: v.Verdict, reason: v.Reason, message: v.Message}
+	return classification{verdict: v.Verdict, reason: v.Reason, message: v.Message, until: v.Until}
 }
 
 // filters are Classify's steps. Each returns a decision, or a warning (in
 // Message) and false to let the next filter look.
 type filters struct {
 	opts            *Options
+	now             time.Time
 	daemonSetExists func(namespace, name string) bool
 }
 
@@ -202,19 +215,27 @@ func (f filters) daemonSet(pod *corev1.Pod) (Classification, bool) {
 }
 
 func (f filters) doNotDisrupt(pod *corev1.Pod) (Classification, bool) {
+	var since time.Time
+	if pod.Status.StartTime != nil {
+		since = pod.Status.StartTime.Time
+	}
+	value := pod.Annotations[AnnotationDoNotDisrupt]
+	hold := DoNotDisrupt(value, since, f.now)
 	var why string
 	switch {
-	case pod.Annotations[AnnotationDoNotDisrupt] == "true":
-		why = AnnotationDoNotDisrupt + "=true"
+	// The ecosystem's opt-outs hold for good: they go first, so a hold
+	// that ends by itself is reported only when nothing else holds.
 	case pod.Annotations[AnnotationKarpenterDoNotDisrupt] == "true":
-		why = AnnotationKarpenterDoNotDisrupt + "=true"
+		why, hold.Until = "annotated "+AnnotationKarpenterDoNotDisrupt+"=true", time.Time{}
 	case pod.Annotations[AnnotationSafeToEvict] == "false":
-		why = AnnotationSafeToEvict + "=false"
+		why, hold.Until = "annotated "+AnnotationSafeToEvict+"=false", time.Time{}
+	case hold.Holds:
+		why = hold.describe(AnnotationDoNotDisrupt, value)
 	default:
 		return Classification{}, false
 	}
-	return Classification{Verdict: VerdictHold, Reason: ReasonDoNotDisrupt,
-		Message: fmt.Sprintf("annotated %s; remove the annotation, or drain with a --deadline to have it deleted when time runs out", why)}, true
+	return Classification{Verdict: VerdictHold, Reason: ReasonDoNotDisrupt, Until: hold.Until,
+		Message: why + "; remove the annotation, or drain with a --deadline to have it deleted when time runs out"}, true
 }
 
 func (f filters) localStorage(pod *corev1.Pod) (Classification, bool) {

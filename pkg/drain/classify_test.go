@@ -3,7 +3,9 @@ package drain
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -132,7 +134,7 @@ func TestClassify(t *testing.T) {
 			VerdictRefuse, ReasonLocalStorage, "uses emptyDir x, whose data would be lost; use --delete-emptydir-data to evict it anyway"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Classify(tc.pod, tc.opts, exists)
+			got := Classify(tc.pod, tc.opts, classifyAt, exists)
 			want := Classification{Verdict: tc.verdict, Reason: tc.reason, Message: tc.message}
 			if got != want {
 				t.Errorf("got  %s %q %q\nwant %s %q %q", got.Verdict, got.Reason, got.Message, want.Verdict, want.Reason, want.Message)
@@ -156,10 +158,10 @@ func TestEngineClassifierWrapsClassify(t *testing.T) {
 		podWith(controlledBy("apps/v1", "DaemonSet", "gone"), emptyDirs("x")), podWith(noController), podWith(annotated(AnnotationDoNotDisrupt, "true"))}
 	exists := func(_, name string) bool { return name == "agent" }
 	for _, opts := range []Options{{}, {IgnoreDaemonSets: true}, {Force: true, DeleteEmptyDirData: true}} {
-		c := &classifier{opts: &opts, daemonSetExists: func(_ context.Context, ns, name string) (bool, error) { return exists(ns, name), nil }}
+		c := &classifier{opts: &opts, now: func() time.Time { return classifyAt }, daemonSetExists: func(_ context.Context, ns, name string) (bool, error) { return exists(ns, name), nil }}
 		for _, p := range pods {
 			got := c.classify(context.Background(), p)
-			want := Classify(p, opts, exists)
+			want := Classify(p, opts, classifyAt, exists)
 			if got.verdict != want.Verdict || got.reason != want.Reason || got.message != want.Message {
 				t.Errorf("%+v, %s: engine %v %s %q, Classify %v %s %q", opts, p.Name, got.verdict, got.reason, got.message, want.Verdict, want.Reason, want.Message)
 			}
@@ -206,5 +208,38 @@ func TestCachedDaemonSetsAsksOncePerDaemonSet(t *testing.T) {
 	}
 	if calls["shop/agent"] != 1 || calls["shop/gone"] != 1 || calls["shop/flaky"] != 3 {
 		t.Errorf("lookups %v: want answers cached, errors not", calls)
+	}
+}
+
+// classifyAt is when the tests' drains look.
+var classifyAt = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+
+// A do-not-disrupt duration holds a pod until it has run that long, as the
+// NodePool controller reads it; an unreadable value holds, and says so; the
+// ecosystem's opt-outs hold for good whatever the duration says.
+func TestDoNotDisruptDurations(t *testing.T) {
+	started := func(ago time.Duration) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { st := metav1.NewTime(classifyAt.Add(-ago)); p.Status.StartTime = &st }
+	}
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		verdict Verdict
+		until   time.Time
+		says    string
+	}{
+		{"within its duration", podWith(started(time.Hour), annotated(AnnotationDoNotDisrupt, "2h")), VerdictHold, classifyAt.Add(time.Hour), "held until 2026-11-27T13:00:00Z"},
+		{"past its duration", podWith(started(3*time.Hour), annotated(AnnotationDoNotDisrupt, "2h")), VerdictLeave, time.Time{}, ""},
+		{"not started yet", podWith(annotated(AnnotationDoNotDisrupt, "2h")), VerdictHold, time.Time{}, "has not started yet"},
+		{"unreadable", podWith(started(time.Hour), annotated(AnnotationDoNotDisrupt, "yes please")), VerdictHold, time.Time{}, `which is neither true nor a duration`},
+		{"negative", podWith(started(time.Hour), annotated(AnnotationDoNotDisrupt, "-1h")), VerdictHold, time.Time{}, `which is neither true nor a duration`},
+		{"karpenter's holds for good", podWith(started(time.Hour), annotated(AnnotationDoNotDisrupt, "2h"), annotated(AnnotationKarpenterDoNotDisrupt, "true")), VerdictHold, time.Time{}, "karpenter.sh/do-not-disrupt=true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Classify(tc.pod, Options{}, classifyAt, func(string, string) bool { return true })
+			if got.Verdict != tc.verdict || !got.Until.Equal(tc.until) || !strings.Contains(got.Message, tc.says) {
+				t.Errorf("got %s until %s %q; want %s until %s, saying %q", got.Verdict, got.Until, got.Message, tc.verdict, tc.until, tc.says)
+			}
+		})
 	}
 }

@@ -72,7 +72,20 @@ func (nd *nodeDrain) leave(ctx context.Context, st *podState) {
 
 // attempt makes one try at moving the pod.
 func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Duration) step {
+	if st.class.verdict == hold && !st.class.until.IsZero() && !nd.clock.Now().Before(st.class.until) {
+		// A do-not-disrupt duration ran out: the pod is looked at again, as
+		// at the start, and leaves unless something else holds it.
+		st.class = nd.classify.classify(ctx, st.pod)
+		nd.matchBudget(st, nd.budgets())
+		if st.class.verdict != hold {
+			st.blockedSince = nil // held no more: a budget's wait counts from now
+		}
+	}
 	if st.class.verdict == hold {
+		if until := st.class.until; !until.IsZero() {
+			nd.block(st, st.class.reason, st.class.message, false)
+			return step{after: min(until.Sub(nd.clock.Now()), time.Hour)}
+		}
 		nd.block(st, st.class.reason, st.class.message, nd.opts.Deadline.IsZero())
 		return step{after: time.Hour} // nothing changes until the deadline forces it
 	}

@@ -124,7 +124,7 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	if nd.opts.DryRun {
 		return nd.simulate()
 	}
-	refuseEarly := nd.count(refuse)+nd.count(hold) > 0 && nd.opts.Deadline.IsZero()
+	refuseEarly := nd.count(refuse)+nd.holdsPastStop() > 0 && nd.opts.Deadline.IsZero()
 	for _, st := range nd.states {
 		if st.class.verdict == refuse || (st.class.verdict == hold && refuseEarly) {
 			nd.hooks.Observer.Observe(Progress{Time: nd.clock.Now(), Node: nd.name, Kind: ProgressBlocked, Pod: st.key,
@@ -133,7 +133,7 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	}
 	if refuseEarly {
 		msg := fmt.Sprintf("%d pod(s) cannot leave as things stand (see their reasons); nothing was evicted and the node was not cordoned",
-			nd.count(refuse)+nd.count(hold))
+			nd.count(refuse)+nd.holdsPastStop())
 		nd.hooks.Recorder.Eventf(node, corev1.EventTypeWarning, "DrainBlocked", "sluice: %s", msg)
 		return nd.report(NodeBlocked, msg, node.Spec.Unschedulable)
 	}
@@ -269,6 +269,25 @@ func (nd *nodeDrain) podDeleted(obj any) {
 	}
 }
 
+// matchBudget finds the budget of a pod that must leave: two budgets, or one
+// that can never allow an eviction, hold it instead.
+func (nd *nodeDrain) matchBudget(st *podState, budgets []*policyv1.PodDisruptionBudget) {
+	if st.class.verdict != mustLeave || nd.opts.DisableEviction || !budgetApplies(st.pod, budgets) {
+		return
+	}
+	matched := budgetsFor(st.pod, budgets)
+	switch {
+	case len(matched) > 1:
+		st.class = multipleBudgets(matched)
+	case len(matched) == 1:
+		st.pdb = matched[0]
+		st.pdbName = st.pdb.Name
+		if c, dead := staticDeadlock(st.pdb, st.pod); dead {
+			st.class = c
+		}
+	}
+}
+
 // classifyAll decides each pod's verdict, then checks the budgets of the pods
 // that must leave: two budgets, or one that can never allow an eviction, stop
 // the pod before anything is touched.
@@ -288,19 +307,7 @@ func (nd *nodeDrain) classifyAll(ctx context.Context, pods []*corev1.Pod) {
 	for _, pod := range unknown {
 		st := &podState{pod: pod, key: pod.Namespace + "/" + pod.Name, gone: make(chan struct{}), settled: make(chan struct{})}
 		st.class = nd.classify.classify(ctx, pod)
-		if st.class.verdict == mustLeave && !nd.opts.DisableEviction && budgetApplies(pod, budgets) {
-			matched := budgetsFor(pod, budgets)
-			switch {
-			case len(matched) > 1:
-				st.class = multipleBudgets(matched)
-			case len(matched) == 1:
-				st.pdb = matched[0]
-				st.pdbName = st.pdb.Name
-				if c, dead := staticDeadlock(st.pdb, pod); dead {
-					st.class = c
-				}
-			}
-		}
+		nd.matchBudget(st, budgets)
 		fresh = append(fresh, st)
 	}
 	nd.mu.Lock()
@@ -337,6 +344,19 @@ func budgetApplies(pod *corev1.Pod, budgets []*policyv1.PodDisruptionBudget) boo
 		}
 	}
 	return false
+}
+
+// holdsPastStop counts the held pods whose hold will not end by itself
+// before the drain stops: for good, or a do-not-disrupt duration that runs
+// past --timeout. A hold that ends in time is waited for.
+func (nd *nodeDrain) holdsPastStop() int {
+	n := 0
+	for _, st := range nd.states {
+		if st.class.verdict == hold && (st.class.until.IsZero() || !nd.stopAt.IsZero() && !st.class.until.Before(nd.stopAt)) {
+			n++
+		}
+	}
+	return n
 }
 
 func (nd *nodeDrain) count(verdicts ...verdict) int {

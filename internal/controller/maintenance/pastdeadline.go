@@ -93,7 +93,7 @@ func (c *Controller) recoverStranded(ctx context.Context, node *corev1.Node, st 
 	sn := strandedNode{event: st.Event, deadline: *st.Deadline}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		switch drain.Classify(p, opts, func(string, string) bool { return true }).Verdict {
+		switch drain.Classify(p, opts, c.clock.Now(), func(string, string) bool { return true }).Verdict {
 		case drain.VerdictSkip, drain.VerdictRefuse:
 		default:
 			sn.pods = append(sn.pods, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
