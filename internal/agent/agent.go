@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -221,14 +222,14 @@ func (a *Agent) take(obs maintenance.Observation, err error) (r maintenance.Repo
 // involuntary event (cordon.go).
 func (a *Agent) publish(ctx context.Context, node *corev1.Node, r maintenance.Report) error {
 	value := r.Encode()
-	if node.Annotations[maintenance.AnnotationEvents] == value || value == a.written && node.ResourceVersion == a.writtenOver {
+	if node.Annotations[contract.AnnotationMaintenanceEvents] == value || value == a.written && node.ResourceVersion == a.writtenOver {
 		return nil
 	}
 	var err error
 	if e, ok := a.cordonFor(node, r); ok {
 		err = a.reportAndCordon(ctx, node, r, value, e)
 	} else {
-		err = a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: value})
+		err = a.annotate(ctx, map[string]any{contract.AnnotationMaintenanceEvents: value})
 	}
 	if m := a.cfg.Metrics; m != nil {
 		m.Writes.WithLabelValues(outcome(err)).Inc()
@@ -263,7 +264,7 @@ func (a *Agent) logChanges(r maintenance.Report) {
 
 // approve starts the event the controller asked for, once.
 func (a *Agent) approve(ctx context.Context, node *corev1.Node, seen *maintenance.Report) error {
-	id := node.Annotations[maintenance.AnnotationApprove]
+	id := node.Annotations[contract.AnnotationMaintenanceApprove]
 	if id == "" || a.cfg.Approver == nil || seen == nil || maintenance.Approved(node, id) {
 		return nil
 	}
@@ -279,11 +280,11 @@ func (a *Agent) approve(ctx context.Context, node *corev1.Node, seen *maintenanc
 	}
 	a.log.Info("approved event", "id", id)
 	// Keep only the approvals of events still announced, so the list stays short.
-	done := slices.DeleteFunc(strings.Split(node.Annotations[maintenance.AnnotationApproved], ","), func(s string) bool {
+	done := slices.DeleteFunc(strings.Split(node.Annotations[contract.AnnotationMaintenanceApproved], ","), func(s string) bool {
 		_, announced := seen.Find(s)
 		return s == "" || !announced
 	})
-	return a.annotate(ctx, map[string]any{maintenance.AnnotationApproved: strings.Join(append(done, id), ",")})
+	return a.annotate(ctx, map[string]any{contract.AnnotationMaintenanceApproved: strings.Join(append(done, id), ",")})
 }
 
 func (a *Agent) annotate(ctx context.Context, annotations map[string]any) error {

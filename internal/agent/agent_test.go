@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -166,7 +167,7 @@ func TestARestartedAgentKeepsItsNodesEventsUntilTheirEndIsConfirmed(t *testing.T
 	report := maintenance.NewReport(maintenance.SourceAzure, false, []maintenance.Event{{ID: "A1", Source: maintenance.SourceAzure,
 		Type: maintenance.TypeRedeploy, Status: maintenance.StatusScheduled}})
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
-		Annotations: map[string]string{maintenance.AnnotationEvents: report.Encode()}}})
+		Annotations: map[string]string{contract.AnnotationMaintenanceEvents: report.Encode()}}})
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	w := make(scripted)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
@@ -79,7 +80,7 @@ func (a *Agent) reportAndCordon(ctx context.Context, node *corev1.Node, r mainte
 		} else if again, ok := a.cordonFor(live, r); ok && again.ID == e.ID {
 			err = a.cordonPatch(ctx, live.ResourceVersion, report, e)
 		} else {
-			return a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: report}) // cordoned meanwhile, by someone
+			return a.annotate(ctx, map[string]any{contract.AnnotationMaintenanceEvents: report}) // cordoned meanwhile, by someone
 		}
 	}
 	if m := a.cfg.Metrics; m != nil {
@@ -91,7 +92,7 @@ func (a *Agent) reportAndCordon(ctx context.Context, node *corev1.Node, r mainte
 		return nil
 	}
 	a.log.Warn("could not cordon the node with the report; writing the report alone, the controller cordons it", "id", e.ID, "err", err)
-	return a.annotate(ctx, map[string]any{maintenance.AnnotationEvents: report})
+	return a.annotate(ctx, map[string]any{contract.AnnotationMaintenanceEvents: report})
 }
 
 // cordonPatch is the conditional patch: the report, the cordon and its owner.
@@ -99,7 +100,7 @@ func (a *Agent) cordonPatch(ctx context.Context, resourceVersion, report string,
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{
 			"resourceVersion": resourceVersion,
-			"annotations":     map[string]any{maintenance.AnnotationEvents: report, drain.AnnotationCordonedBy: drain.MaintenanceOwner(e.ID)},
+			"annotations":     map[string]any{contract.AnnotationMaintenanceEvents: report, contract.AnnotationCordonedBy: drain.MaintenanceOwner(e.ID)},
 		},
 		"spec": map[string]any{"unschedulable": true},
 	})

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	chart "github.com/sluice-dev/sluice/charts/sluice"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -27,7 +28,7 @@ func TestCordonForPicksANewEventThatTakesTheMachineAway(t *testing.T) {
 	node := func(unschedulable bool, known ...maintenance.Event) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{}}, Spec: corev1.NodeSpec{Unschedulable: unschedulable}}
 		if len(known) > 0 {
-			n.Annotations[maintenance.AnnotationEvents] = maintenance.NewReport(maintenance.SourceAzure, true, known).Encode()
+			n.Annotations[contract.AnnotationMaintenanceEvents] = maintenance.NewReport(maintenance.SourceAzure, true, known).Encode()
 		}
 		return n
 	}

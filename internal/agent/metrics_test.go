@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -28,7 +29,7 @@ func TestAgentMetricsCountReadsWritesAndApprovals(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0))
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{maintenance.AnnotationApprove: "A1"}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{contract.AnnotationMaintenanceApprove: "A1"}}}
 	client := fake.NewClientset(node)
 	appr := &approver{err: errors.New("the platform refused: 409")}
 	a := New(client, slog.New(slog.DiscardHandler), Config{Node: "n1", Source: maintenance.SourceAzure, Clock: clk, Metrics: m, Approver: appr})

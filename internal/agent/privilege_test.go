@@ -31,7 +31,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
-	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -95,15 +95,15 @@ func TestLeastPrivilege(t *testing.T) {
 		if err := a.publish(ctx, node, report); err != nil {
 			t.Fatalf("publishing a report: %v", err)
 		}
-		if err := a.annotate(ctx, map[string]any{maintenance.AnnotationApproved: "evt-1"}); err != nil {
+		if err := a.annotate(ctx, map[string]any{contract.AnnotationMaintenanceApproved: "evt-1"}); err != nil {
 			t.Fatalf("recording an approval: %v", err)
 		}
 		node = getNode(t, env.Client, own)
-		if got := node.Annotations[maintenance.AnnotationEvents]; got != report.Encode() {
-			t.Errorf("annotation %s = %q, want %q", maintenance.AnnotationEvents, got, report.Encode())
+		if got := node.Annotations[contract.AnnotationMaintenanceEvents]; got != report.Encode() {
+			t.Errorf("annotation %s = %q, want %q", contract.AnnotationMaintenanceEvents, got, report.Encode())
 		}
 		if !maintenance.Approved(node, "evt-1") {
-			t.Errorf("annotation %s = %q, want evt-1", maintenance.AnnotationApproved, node.Annotations[maintenance.AnnotationApproved])
+			t.Errorf("annotation %s = %q, want evt-1", contract.AnnotationMaintenanceApproved, node.Annotations[contract.AnnotationMaintenanceApproved])
 		}
 	})
 
@@ -116,14 +116,14 @@ func TestLeastPrivilege(t *testing.T) {
 	for _, tc := range []struct {
 		name, node, patch, want string
 	}{
-		{"cannot annotate another node", other, annotationPatch(maintenance.AnnotationEvents, report.Encode()), ownNodeOnly},
+		{"cannot annotate another node", other, annotationPatch(contract.AnnotationMaintenanceEvents, report.Encode()), ownNodeOnly},
 		{"cannot cordon its own node", own, `{"spec":{"unschedulable":true}}`, noSpec},
 		{"cannot taint its own node", own, `{"spec":{"taints":[{"key":"example.com/drain","effect":"NoSchedule"}]}}`, noSpec},
 		{"cannot label its own node", own, `{"metadata":{"labels":{"example.com/drained":"true"}}}`, noLabels},
 		{"cannot cordon its own node as a person's drain", own, `{"metadata":{"annotations":{"sluice.dev/cordoned-by":"cli"}},"spec":{"unschedulable":true}}`, noSpec},
 		{"cannot taint while it cordons", own, `{"metadata":{"annotations":{"sluice.dev/cordoned-by":"maintenance/evt-2"}},"spec":{"unschedulable":true,"taints":[{"key":"example.com/drain","effect":"NoSchedule"}]}}`, noSpec},
-		{"cannot name a cordon's owner without cordoning", own, annotationPatch(drain.AnnotationCordonedBy, "maintenance/evt-2"), onlyAnnotations},
-		{"cannot write the controller's annotation", own, annotationPatch(maintenance.AnnotationApprove, "evt-1"), onlyAnnotations},
+		{"cannot name a cordon's owner without cordoning", own, annotationPatch(contract.AnnotationCordonedBy, "maintenance/evt-2"), onlyAnnotations},
+		{"cannot write the controller's annotation", own, annotationPatch(contract.AnnotationMaintenanceApprove, "evt-1"), onlyAnnotations},
 		{"cannot change another's annotation", own, annotationPatch(foreignAnnotation, "agent"), onlyAnnotations},
 		{"cannot remove another's annotation", own, annotationPatch(foreignAnnotation, nil), onlyAnnotations},
 	} {
@@ -147,15 +147,15 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Fatalf("publishing a Preempt: %v", err)
 		}
 		node = getNode(t, env.Client, own)
-		if !node.Spec.Unschedulable || node.Annotations[drain.AnnotationCordonedBy] != "maintenance/evt-2" || node.Annotations[maintenance.AnnotationEvents] != preempt.Encode() {
+		if !node.Spec.Unschedulable || node.Annotations[contract.AnnotationCordonedBy] != "maintenance/evt-2" || node.Annotations[contract.AnnotationMaintenanceEvents] != preempt.Encode() {
 			t.Fatalf("after the Preempt's report: unschedulable=%v cordoned-by=%q report=%q; want the report and the cordon for maintenance/evt-2 in one write",
-				node.Spec.Unschedulable, node.Annotations[drain.AnnotationCordonedBy], node.Annotations[maintenance.AnnotationEvents])
+				node.Spec.Unschedulable, node.Annotations[contract.AnnotationCordonedBy], node.Annotations[contract.AnnotationMaintenanceEvents])
 		}
 	})
 	for _, tc := range []struct{ name, patch, want string }{
 		{"cannot uncordon its own node", `{"spec":{"unschedulable":false}}`, noSpec},
-		{"cannot change a cordon's owner", annotationPatch(drain.AnnotationCordonedBy, "maintenance/evt-3"), onlyAnnotations},
-		{"cannot remove a cordon's owner", annotationPatch(drain.AnnotationCordonedBy, nil), onlyAnnotations},
+		{"cannot change a cordon's owner", annotationPatch(contract.AnnotationCordonedBy, "maintenance/evt-3"), onlyAnnotations},
+		{"cannot remove a cordon's owner", annotationPatch(contract.AnnotationCordonedBy, nil), onlyAnnotations},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantPolicyDenial(t, patchNode(ctx, client, own, tc.patch), tc.want)
@@ -181,9 +181,9 @@ func TestLeastPrivilege(t *testing.T) {
 			t.Fatalf("publishing a Terminate over a stale view: %v", err)
 		}
 		node := getNode(t, env.Client, own)
-		if !node.Spec.Unschedulable || node.Annotations[drain.AnnotationCordonedBy] != "" || node.Annotations[maintenance.AnnotationEvents] != terminate.Encode() {
+		if !node.Spec.Unschedulable || node.Annotations[contract.AnnotationCordonedBy] != "" || node.Annotations[contract.AnnotationMaintenanceEvents] != terminate.Encode() {
 			t.Errorf("after a report over a person's cordon: unschedulable=%v cordoned-by=%q report=%q; want the report written and the cordon left the person's",
-				node.Spec.Unschedulable, node.Annotations[drain.AnnotationCordonedBy], node.Annotations[maintenance.AnnotationEvents])
+				node.Spec.Unschedulable, node.Annotations[contract.AnnotationCordonedBy], node.Annotations[contract.AnnotationMaintenanceEvents])
 		}
 	})
 
@@ -229,13 +229,13 @@ func TestLeastPrivilege(t *testing.T) {
 		if _, err := unbound.CoreV1().Nodes().Get(ctx, own, metav1.GetOptions{}); err != nil {
 			t.Fatalf("reading node %s with an unbound token: %v", own, err)
 		}
-		err = patchNode(ctx, unbound, own, annotationPatch(maintenance.AnnotationEvents, "{}"))
+		err = patchNode(ctx, unbound, own, annotationPatch(contract.AnnotationMaintenanceEvents, "{}"))
 		wantPolicyDenial(t, err, "its token is not bound to a pod on a node")
 	})
 
 	wantOwn := before[own].withAnnotations(map[string]string{
-		maintenance.AnnotationEvents:   terminate.Encode(),
-		maintenance.AnnotationApproved: "evt-1",
+		contract.AnnotationMaintenanceEvents:   terminate.Encode(),
+		contract.AnnotationMaintenanceApproved: "evt-1",
 	})
 	wantOwn.Spec.Unschedulable = true // the person's cordon
 	want := map[string]nodeState{own: wantOwn, other: before[other]}

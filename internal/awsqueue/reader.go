@@ -39,13 +39,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	maws "github.com/sluice-dev/sluice/pkg/maintenance/aws"
 )
-
-// AnnotationHooks holds, on a node, the lifecycle actions waiting for it
-// (JSON: event ID -> hook), so a restarted reader completes them too.
-const AnnotationHooks = "sluice.dev/aws-lifecycle-hooks"
 
 // SQS is the part of the SQS API the reader calls (*sqs.Client has it).
 type SQS interface {
@@ -118,7 +115,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		}
 		return nil, nil
 	}, indexHooks: func(o any) ([]string, error) {
-		if _, ok := o.(*corev1.Node).Annotations[AnnotationHooks]; ok {
+		if _, ok := o.(*corev1.Node).Annotations[contract.AnnotationAWSLifecycleHooks]; ok {
 			return []string{"pending"}, nil
 		}
 		return nil, nil
@@ -254,13 +251,13 @@ func (r *Reader) note(ctx context.Context, name string, n maws.Notice) error {
 			hooks[n.Event.ID] = *n.Hook
 		}
 		value := next.Encode()
-		if node.Annotations[maintenance.AnnotationEvents] == value && n.Hook == nil {
+		if node.Annotations[contract.AnnotationMaintenanceEvents] == value && n.Hook == nil {
 			return nil
 		}
 		if node.Annotations == nil {
 			node.Annotations = map[string]string{}
 		}
-		node.Annotations[maintenance.AnnotationEvents] = value
+		node.Annotations[contract.AnnotationMaintenanceEvents] = value
 		setHooks(node, hooks)
 		_, err = r.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 		return err
@@ -269,23 +266,23 @@ func (r *Reader) note(ctx context.Context, name string, n maws.Notice) error {
 
 func hooksOf(n *corev1.Node) (map[string]maws.LifecycleHook, error) {
 	out := map[string]maws.LifecycleHook{}
-	raw, ok := n.Annotations[AnnotationHooks]
+	raw, ok := n.Annotations[contract.AnnotationAWSLifecycleHooks]
 	if !ok {
 		return out, nil
 	}
 	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		return nil, fmt.Errorf("annotation %s on node %s: %w", AnnotationHooks, n.Name, err)
+		return nil, fmt.Errorf("annotation %s on node %s: %w", contract.AnnotationAWSLifecycleHooks, n.Name, err)
 	}
 	return out, nil
 }
 
 func setHooks(n *corev1.Node, hooks map[string]maws.LifecycleHook) {
 	if len(hooks) == 0 {
-		delete(n.Annotations, AnnotationHooks)
+		delete(n.Annotations, contract.AnnotationAWSLifecycleHooks)
 		return
 	}
 	raw, _ := json.Marshal(hooks) // plain data
-	n.Annotations[AnnotationHooks] = string(raw)
+	n.Annotations[contract.AnnotationAWSLifecycleHooks] = string(raw)
 }
 
 // tend completes approved hooks and heartbeats the others, on every node
@@ -315,11 +312,11 @@ func (r *Reader) tendNode(ctx context.Context, node *corev1.Node) error {
 	if err != nil {
 		return err
 	}
-	approved := strings.Split(node.Annotations[maintenance.AnnotationApproved], ",")
+	approved := strings.Split(node.Annotations[contract.AnnotationMaintenanceApproved], ",")
 	st := controllerStateOf(node)
 	var done []string
 	for id, h := range hooks {
-		if node.Annotations[maintenance.AnnotationApprove] == id || slices.Contains(approved, id) || st.done(id) {
+		if node.Annotations[contract.AnnotationMaintenanceApprove] == id || slices.Contains(approved, id) || st.done(id) {
 			if err := r.complete(ctx, h); err != nil {
 				return err
 			}
@@ -343,7 +340,7 @@ func (r *Reader) tendNode(ctx context.Context, node *corev1.Node) error {
 		if err != nil {
 			return err
 		}
-		have := slices.DeleteFunc(strings.Split(n.Annotations[maintenance.AnnotationApproved], ","), func(s string) bool { return s == "" })
+		have := slices.DeleteFunc(strings.Split(n.Annotations[contract.AnnotationMaintenanceApproved], ","), func(s string) bool { return s == "" })
 		for _, id := range done {
 			delete(hooks, id)
 			if !slices.Contains(have, id) {
@@ -351,7 +348,7 @@ func (r *Reader) tendNode(ctx context.Context, node *corev1.Node) error {
 			}
 		}
 		setHooks(n, hooks)
-		n.Annotations[maintenance.AnnotationApproved] = strings.Join(have, ",")
+		n.Annotations[contract.AnnotationMaintenanceApproved] = strings.Join(have, ",")
 		_, err = r.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
@@ -461,7 +458,7 @@ type controllerState struct {
 
 func controllerStateOf(n *corev1.Node) controllerState {
 	var st controllerState
-	_ = json.Unmarshal([]byte(n.Annotations[maintenance.AnnotationState]), &st) // none or unreadable: nothing known
+	_ = json.Unmarshal([]byte(n.Annotations[contract.AnnotationMaintenanceState]), &st) // none or unreadable: nothing known
 	return st
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider/awsasg/mototest"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -231,7 +232,7 @@ func TestATerminateHookWaitsForTheDrain(t *testing.T) {
 	}
 
 	// The maintenance controller, once the node is drained.
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{maintenance.AnnotationApprove: id}}})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.AnnotationMaintenanceApprove: id}}})
 	if _, err := s.env.Client.CoreV1().Nodes().Patch(context.Background(), s.nodes[1].Name, "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +241,8 @@ func TestATerminateHookWaitsForTheDrain(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		_, pending := n.Annotations[awsqueue.AnnotationHooks]
-		return n.Annotations[maintenance.AnnotationApproved] == id && !pending, nil
+		_, pending := n.Annotations[contract.AnnotationAWSLifecycleHooks]
+		return n.Annotations[contract.AnnotationMaintenanceApproved] == id && !pending, nil
 	})
 	if got := s.hooks.calls(token); got[len(got)-1] != "complete CONTINUE" || s.hooks.count("complete", token) != 1 {
 		t.Errorf("calls for the action: %v; want heartbeats, then one complete CONTINUE", got)
@@ -260,7 +261,7 @@ func TestADeletedNodeCompletesItsHook(t *testing.T) {
 	}
 	s.env.WaitFor(t, 30*time.Second, "the hook on the node", func(ctx context.Context) (bool, error) {
 		n, err := s.env.Client.CoreV1().Nodes().Get(ctx, s.nodes[0].Name, metav1.GetOptions{})
-		return err == nil && n.Annotations[awsqueue.AnnotationHooks] != "", err
+		return err == nil && n.Annotations[contract.AnnotationAWSLifecycleHooks] != "", err
 	})
 	if err := s.env.Client.CoreV1().Nodes().Delete(context.Background(), s.nodes[0].Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -5,14 +5,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
 // AnnotationDisruption marks a node the disruption controller is taking away;
 // it is written before the replacement is created, so the node counts against
 // its pool's budgets from that moment until it is gone.
-const AnnotationDisruption = v1alpha1.AnnotationDisruption
+const AnnotationDisruption = contract.AnnotationDisruption
 
 // Disrupting says whether the node counts against its pool's budgets at now,
 // being out of service for any reason, and why in a few words: being
@@ -84,6 +84,6 @@ func booting(node *corev1.Node) bool {
 		return false
 	}
 	_, marked := node.Annotations[AnnotationDisruption]
-	_, claimed := node.Annotations[drain.AnnotationDrain]
+	_, claimed := node.Annotations[contract.AnnotationDrain]
 	return !marked && !claimed
 }

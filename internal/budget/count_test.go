@@ -5,10 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
 // claimBy is a drain claim held by holder, last renewed at renewed.
@@ -48,29 +47,29 @@ func TestDisrupting(t *testing.T) {
 		},
 		{
 			name:        "a live drain claim",
-			annotations: map[string]string{drain.AnnotationDrain: claimBy(t, "alice", noon.Add(-10*time.Second))}, conditions: ready(corev1.ConditionTrue),
+			annotations: map[string]string{contract.AnnotationDrain: claimBy(t, "alice", noon.Add(-10*time.Second))}, conditions: ready(corev1.ConditionTrue),
 			why: "being drained by alice",
 		},
 		{
 			name:        "a live drain claim without a holder",
-			annotations: map[string]string{drain.AnnotationDrain: claimBy(t, "", noon)}, conditions: ready(corev1.ConditionTrue),
+			annotations: map[string]string{contract.AnnotationDrain: claimBy(t, "", noon)}, conditions: ready(corev1.ConditionTrue),
 			why: "being drained",
 		},
 		{
 			name:        "a lapsed drain claim",
-			annotations: map[string]string{drain.AnnotationDrain: claimBy(t, "alice", noon.Add(-time.Hour))}, conditions: ready(corev1.ConditionTrue),
+			annotations: map[string]string{contract.AnnotationDrain: claimBy(t, "alice", noon.Add(-time.Hour))}, conditions: ready(corev1.ConditionTrue),
 		},
 		{
 			name:        "an unreadable drain claim",
-			annotations: map[string]string{drain.AnnotationDrain: "alice"}, conditions: ready(corev1.ConditionTrue),
+			annotations: map[string]string{contract.AnnotationDrain: "alice"}, conditions: ready(corev1.ConditionTrue),
 		},
 		{
 			name:        "other annotations",
-			annotations: map[string]string{drain.AnnotationCordonedBy: "sluice", "sluice.dev/disruption-x": "1"}, conditions: ready(corev1.ConditionTrue),
+			annotations: map[string]string{contract.AnnotationCordonedBy: "sluice", "sluice.dev/disruption-x": "1"}, conditions: ready(corev1.ConditionTrue),
 		},
 		{
 			name:        "a drain says more than its cordon",
-			annotations: map[string]string{drain.AnnotationDrain: claimBy(t, "alice", noon)}, cordoned: true, conditions: ready(corev1.ConditionTrue),
+			annotations: map[string]string{contract.AnnotationDrain: claimBy(t, "alice", noon)}, cordoned: true, conditions: ready(corev1.ConditionTrue),
 			why: "being drained by alice",
 		},
 		{name: "deletion says more than NotReady", deleting: true, conditions: ready(corev1.ConditionFalse), why: "being deleted"},

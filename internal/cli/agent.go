@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/agent"
 	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -54,7 +55,7 @@ func newAgentCommand() *cobra.Command {
 	fs.DurationVar(&f.endAfter, "end-confirmation", maintenance.DefaultEndConfirmation.For,
 		"how long an event must be missing from the metadata answers (two at least) before it is over")
 	fs.BoolVar(&f.cordon, "cordon-on-preemption", true, "cordon the node in the write that first reports a Preempt or Terminate, "+
-		"owned by the event (sluice.dev/cordoned-by=maintenance/<id>) so the controller lifts it when the pool's action is None; "+
+		"owned by the event ("+contract.AnnotationCordonedBy+"=maintenance/<id>) so the controller lifts it when the pool's action is None; "+
 		"false leaves every cordon to the controller (set it false when the controller runs with --dry-run)")
 	fs.StringVar(&f.metrics, "metrics-bind-address", "0", "address serving Prometheus /metrics, e.g. :9730; 0 turns it off (the agent runs on the node's network: pick a free port)")
 	return cmd

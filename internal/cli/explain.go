@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 func newExplainCommand() *cobra.Command {
@@ -303,7 +304,7 @@ func writeExplainState(row func(string, string, ...any), e disruption.Explanatio
 	case !e.Cordoned:
 		row("Cordoned", "no")
 	case e.CordonedBy == "":
-		row("Cordoned", "yes, outside sluice (no sluice.dev/cordoned-by)")
+		row("Cordoned", "yes, outside sluice (no %s)", contract.AnnotationCordonedBy)
 	default:
 		row("Cordoned", "yes, by %s", e.CordonedBy)
 	}

@@ -14,7 +14,7 @@ import (
 	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
-	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // What `sluice status` says each reason may take now is what the controller
@@ -68,7 +68,7 @@ func TestStatusCountsABootingReplacementAsTheControllerDoes(t *testing.T) {
 		members = append(members, testNode(fmt.Sprintf("batch-%d", i), "batch", "", at.Add(-time.Hour)))
 	}
 	rec := disruption.Record{Reason: v1alpha1.ReasonDrifted, Phase: disruption.PhaseLaunching, Since: at, Replacement: "batch-new"}
-	members[0].Annotations = map[string]string{v1alpha1.AnnotationDisruption: rec.String()}
+	members[0].Annotations = map[string]string{contract.AnnotationDisruption: rec.String()}
 	booting := testNode("batch-new", "batch", "", at)
 	booting.Status.Conditions[0].Status = corev1.ConditionFalse
 	members = append(members, booting)
@@ -112,7 +112,7 @@ func generatedPool(rng *rand.Rand, i int, now time.Time) (*v1alpha1.NodePool, []
 		case 4:
 			renewed := now.Add(-time.Duration(rng.IntN(60)) * time.Second) // live or lapsed
 			raw, _ := json.Marshal(map[string]any{"id": "x", "holder": "sluice drain@laptop", "started": renewed, "renewed": renewed})
-			n.Annotations = map[string]string{drain.AnnotationDrain: string(raw)}
+			n.Annotations = map[string]string{contract.AnnotationDrain: string(raw)}
 		}
 		nodes = append(nodes, n)
 	}
@@ -120,7 +120,7 @@ func generatedPool(rng *rand.Rand, i int, now time.Time) (*v1alpha1.NodePool, []
 	// them.
 	replacing := false
 	for j := range size {
-		if rng.IntN(4) != 0 || nodes[j].Annotations[drain.AnnotationDrain] != "" {
+		if rng.IntN(4) != 0 || nodes[j].Annotations[contract.AnnotationDrain] != "" {
 			continue
 		}
 		repl := testNode(fmt.Sprintf("%s-r%d", name, j), name, "", now.Add(-time.Minute))
@@ -131,7 +131,7 @@ func generatedPool(rng *rand.Rand, i int, now time.Time) (*v1alpha1.NodePool, []
 		if nodes[j].Annotations == nil {
 			nodes[j].Annotations = map[string]string{}
 		}
-		nodes[j].Annotations[v1alpha1.AnnotationDisruption] = rec.String()
+		nodes[j].Annotations[contract.AnnotationDisruption] = rec.String()
 		nodes = append(nodes, repl)
 		replacing = true
 	}

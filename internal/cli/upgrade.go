@@ -29,6 +29,7 @@ import (
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -181,7 +182,7 @@ func runUpgradePool(ctx context.Context, out io.Writer, kc kubernetes.Interface,
 	retry := retriedNodes(members, f.image)
 	old := 0
 	for _, n := range members {
-		if n.Annotations[v1alpha1.AnnotationImage] != f.image {
+		if n.Annotations[contract.AnnotationImage] != f.image {
 			old++
 		}
 	}
@@ -212,7 +213,7 @@ func runUpgradePool(ctx context.Context, out io.Writer, kc kubernetes.Interface,
 		}
 	}
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": pool.ResourceVersion, "annotations": map[string]any{v1alpha1.AnnotationUpgrade: nil}},
+		"metadata": map[string]any{"resourceVersion": pool.ResourceVersion, "annotations": map[string]any{contract.AnnotationUpgrade: nil}},
 		"spec":     map[string]any{"template": map[string]any{"image": f.image}, "upgrade": next.Spec.Upgrade},
 	})
 	if err != nil {
@@ -270,7 +271,7 @@ func (f upgradeFlags) apply(u *v1alpha1.UpgradeSpec, changed func(string) bool) 
 func retriedNodes(members []*corev1.Node, image string) []string {
 	var out []string
 	for _, n := range members {
-		if n.Labels[v1alpha1.LabelUpgradeStatus] != "" && n.Annotations[v1alpha1.AnnotationUpgradeImage] == image {
+		if n.Labels[contract.LabelUpgradeStatus] != "" && n.Annotations[contract.AnnotationUpgradeImage] == image {
 			out = append(out, n.Name)
 		}
 	}
@@ -281,10 +282,10 @@ func retriedNodes(members []*corev1.Node, image string) []string {
 // upgrade's cordon of a quarantined one, so the upgrade tries it again.
 func clearBlocked(ctx context.Context, kc kubernetes.Interface, n *corev1.Node) error {
 	patch := map[string]any{"metadata": map[string]any{
-		"labels":      map[string]any{v1alpha1.LabelUpgradeStatus: nil},
-		"annotations": map[string]any{v1alpha1.AnnotationUpgradeImage: nil, v1alpha1.AnnotationUpgradeBlockedBy: nil}}}
+		"labels":      map[string]any{contract.LabelUpgradeStatus: nil},
+		"annotations": map[string]any{contract.AnnotationUpgradeImage: nil, contract.AnnotationUpgradeBlockedBy: nil}}}
 	if drain.CordonedBy(n) == poolctrl.OwnerUpgrade {
-		patch["metadata"].(map[string]any)["annotations"].(map[string]any)[drain.AnnotationCordonedBy] = nil
+		patch["metadata"].(map[string]any)["annotations"].(map[string]any)[contract.AnnotationCordonedBy] = nil
 		patch["spec"] = map[string]any{"unschedulable": false}
 	}
 	raw, err := json.Marshal(patch)
@@ -345,7 +346,7 @@ func runUpgradeControl(ctx context.Context, out io.Writer, kc kubernetes.Interfa
 		}
 		value = nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationUpgrade: value}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{contract.AnnotationUpgrade: value}}})
 	if err != nil {
 		return err
 	}
@@ -543,7 +544,7 @@ func writeUpgrade(out io.Writer, pool *v1alpha1.NodePool, now time.Time) {
 		fmt.Fprintf(out, "  Blocked:      %s (put back on the old image: undrainableNodeBehavior Schedule)\n", strings.Join(st.Blocked, ", "))
 	}
 	if len(st.Quarantined) > 0 {
-		fmt.Fprintf(out, "  Quarantined:  %s (left cordoned, %s=%s)\n", strings.Join(st.Quarantined, ", "), v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusQuarantined)
+		fmt.Fprintf(out, "  Quarantined:  %s (left cordoned, %s=%s)\n", strings.Join(st.Quarantined, ", "), contract.LabelUpgradeStatus, v1alpha1.UpgradeStatusQuarantined)
 	}
 	if st.Message != "" {
 		fmt.Fprintf(out, "  Message:      %s\n", st.Message)

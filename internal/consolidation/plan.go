@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/catalog"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/simulate"
 )
 
@@ -234,7 +235,7 @@ func (in *Input) newSim(podsOn map[string][]*corev1.Pod) *sim {
 			continue // its pods are leaving too
 		}
 		nodes = append(nodes, n)
-		if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked {
+		if _, marked := n.Annotations[contract.AnnotationDisruption]; marked {
 			gone = append(gone, n.Name)
 		}
 	}

@@ -179,7 +179,7 @@ func (noMachines) NamesOf(n *corev1.Node) []string { return provider.NewMachines
 var setLogger sync.Once
 
 // Index names in the shared pod informer.
-const podNodeIndex = "sluice.dev/nodeName"
+const podNodeIndex = "pod-node-name"
 
 // New builds the manager; Start runs it.
 func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
@@ -190,7 +190,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		return nil, err
 	}
 	if !pools {
-		opts.Log.Warn("the cluster does not serve NodePools (sluice.dev/v1alpha1): every node gets the default maintenance policy; install the chart's CRDs to configure pools")
+		opts.Log.Warn("the cluster does not serve NodePools: every node gets the default maintenance policy; install the chart's CRDs to configure pools", "groupVersion", v1alpha1.SchemeGroupVersion.String())
 	}
 	mgr, err := newManager(cfg, opts)
 	if err != nil {

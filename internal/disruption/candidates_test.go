@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 func TestCandidates(t *testing.T) {
@@ -94,9 +95,9 @@ func TestReplacementsNamesNodesByTheirMachines(t *testing.T) {
 		return disruption.Record{Reason: v1alpha1.ReasonDrifted, Phase: disruption.PhaseLaunching, Replacement: repl}.String()
 	}
 	nodes := []*corev1.Node{
-		node("web-old1", annotate(v1alpha1.AnnotationDisruption, rec("web-x1"))),
-		node("web-old2", annotate(v1alpha1.AnnotationDisruption, rec("web-x2"))),
-		node("ip-10-0-3-7.ec2.internal", annotate(v1alpha1.AnnotationMachine, "web-x1")),
+		node("web-old1", annotate(contract.AnnotationDisruption, rec("web-x1"))),
+		node("web-old2", annotate(contract.AnnotationDisruption, rec("web-x2"))),
+		node("ip-10-0-3-7.ec2.internal", annotate(contract.AnnotationMachine, "web-x1")),
 		node("web-x2"), // kwok names Nodes after their machines
 		node("web-x3"),
 	}

@@ -12,13 +12,13 @@
 // protected node is still drained when the cloud takes it.
 package disruption
 
-import "github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+import "github.com/sluice-dev/sluice/pkg/contract"
 
 // The cluster contract this package reads, as the providers write it
 // (pkg/apis/v1alpha1 holds every such name).
 const (
-	LabelNodePool          = v1alpha1.LabelNodePool
-	AnnotationImage        = v1alpha1.AnnotationImage
-	AnnotationTemplateHash = v1alpha1.AnnotationTemplateHash
-	LabelCapacityType      = v1alpha1.LabelCapacityType
+	LabelNodePool          = contract.LabelNodePool
+	AnnotationImage        = contract.AnnotationImage
+	AnnotationTemplateHash = contract.AnnotationTemplateHash
+	LabelCapacityType      = contract.LabelCapacityType
 )

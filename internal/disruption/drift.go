@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // Difference is one way a node differs from its pool's template.
@@ -109,7 +110,7 @@ func taintDrift(node *corev1.Node, t *v1alpha1.NodeTemplate) []Difference {
 // managedTaint says whether Kubernetes or sluice put taints with key on a
 // node and take them off again, so the template cannot promise them.
 func managedTaint(key string) bool {
-	return strings.HasPrefix(key, "node.kubernetes.io/") || strings.HasPrefix(key, "sluice.dev/")
+	return strings.HasPrefix(key, "node.kubernetes.io/") || strings.HasPrefix(key, contract.Prefix)
 }
 
 func instanceTypeDrift(node *corev1.Node, t *v1alpha1.NodeTemplate) []Difference {

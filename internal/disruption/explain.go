@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -282,7 +283,7 @@ func (e *Explanation) decide(pool *v1alpha1.NodePool, members []*corev1.Node, no
 		return Verdict{VerdictNoPool, "no pool: defaults only: no NodePool selects the node, so sluice answers its maintenance events with the default actions and never replaces it"}
 	case e.RecordError != "":
 		return Verdict{VerdictRecordUnreadable, fmt.Sprintf("left alone: %s; remove the annotation (kubectl annotate node %s %s-) to let sluice decide again",
-			e.RecordError, e.Node, v1alpha1.AnnotationDisruption)}
+			e.RecordError, e.Node, contract.AnnotationDisruption)}
 	case e.Pool.Problem != nil:
 		msg := fmt.Sprintf("left alone: pool %s cannot be applied (%s): %s", pool.Name, e.Pool.Problem.Reason, e.Pool.Problem.Message)
 		if rec != nil {
@@ -430,7 +431,7 @@ func notes(e Explanation) []string {
 	switch by := e.CordonedBy; {
 	case !e.Cordoned:
 	case by == "":
-		out = append(out, "cordoned outside sluice (no "+drain.AnnotationCordonedBy+"): sluice never uncordons it; uncordon it yourself (kubectl uncordon "+e.Node+") when it should take pods again")
+		out = append(out, "cordoned outside sluice (no "+contract.AnnotationCordonedBy+"): sluice never uncordons it; uncordon it yourself (kubectl uncordon "+e.Node+") when it should take pods again")
 	case by == drain.OwnerCLI:
 		out = append(out, "cordoned by a person's `sluice drain`: sluice never uncordons it; uncordon it yourself when it should take pods again")
 	case drain.IsMaintenanceOwner(by):

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 func TestExplain(t *testing.T) {
@@ -51,7 +52,7 @@ func TestExplain(t *testing.T) {
 	drifted := func(name string, opts ...nodeOpt) *corev1.Node { return member(name, "img-1", opts...) }
 	current := func(name string, opts ...nodeOpt) *corev1.Node { return member(name, "img-2", opts...) }
 	cordoned := func(n *corev1.Node) { n.Spec.Unschedulable = true }
-	record := func(r disruption.Record) nodeOpt { return annotate(v1alpha1.AnnotationDisruption, r.String()) }
+	record := func(r disruption.Record) nodeOpt { return annotate(contract.AnnotationDisruption, r.String()) }
 	launched := now.Add(-time.Minute)
 
 	for _, tc := range []struct {
@@ -181,7 +182,7 @@ func TestExplain(t *testing.T) {
 			code: disruption.VerdictBeingDeleted, says: []string{"being deleted: sluice drains it"},
 		},
 		{
-			name: "an unreadable record", pool: pool(), nodes: []*corev1.Node{drifted("n1", annotate(v1alpha1.AnnotationDisruption, "{"))},
+			name: "an unreadable record", pool: pool(), nodes: []*corev1.Node{drifted("n1", annotate(contract.AnnotationDisruption, "{"))},
 			code: disruption.VerdictRecordUnreadable, says: []string{"left alone: reading sluice.dev/disruption on node n1", "kubectl annotate node n1 sluice.dev/disruption-"},
 		},
 	} {

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
-	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -189,17 +189,17 @@ func fuzzNodes() []*corev1.Node {
 	}
 	return []*corev1.Node{
 		node("gpu-1", label("pool", "gpu"), label("kubernetes.io/os", "linux"), label(corev1.LabelInstanceTypeStable, "Standard_NC6s_v3"),
-			label(v1alpha1.LabelCapacityType, "spot"), annotate(v1alpha1.AnnotationImage, "AKSUbuntu-2204gen2-2026.10.01"),
+			label(contract.LabelCapacityType, "spot"), annotate(contract.AnnotationImage, "AKSUbuntu-2204gen2-2026.10.01"),
 			tainted("gpu", "true", corev1.TaintEffectNoSchedule), ready),
 		node("gpu-2", label("pool", "gpu"), label("kubernetes.io/os", "linux"), label(corev1.LabelInstanceTypeStable, "m5.large"),
 			label("eks.amazonaws.com/capacityType", "ON_DEMAND"), label("kubernetes.azure.com/node-image-version", "AKSUbuntu-2204gen2-2025.01.01"),
-			annotate(v1alpha1.AnnotationTemplateHash, "0123456789abcdef"), created(t0.Add(-400*24*time.Hour)), ready),
-		node("gpu-3", label("pool", "gpu"), annotate(drain.AnnotationDoNotDisrupt, "72h"), created(t0.Add(39*24*time.Hour)), ready),
-		node("gpu-4", label("pool", "gpu"), annotate(v1alpha1.AnnotationDisruption,
+			annotate(contract.AnnotationTemplateHash, "0123456789abcdef"), created(t0.Add(-400*24*time.Hour)), ready),
+		node("gpu-3", label("pool", "gpu"), annotate(contract.AnnotationDoNotDisrupt, "72h"), created(t0.Add(39*24*time.Hour)), ready),
+		node("gpu-4", label("pool", "gpu"), annotate(contract.AnnotationDisruption,
 			disruption.Record{Reason: v1alpha1.ReasonDrifted, Phase: disruption.PhaseLaunching, Since: t0, Replacement: "gpu-5"}.String())),
 		node("gpu-5", label("pool", "gpu"), label("kubernetes.io/os", "linux")),
-		node("gpu-6", label("pool", "gpu"), annotate(v1alpha1.AnnotationDisruption, "{not json"), func(n *corev1.Node) { n.Spec.Unschedulable = true }),
-		node("gpu-7", label("pool", "gpu"), created(time.Time{}), annotate(drain.AnnotationDoNotDisrupt, "true"), deleting),
+		node("gpu-6", label("pool", "gpu"), annotate(contract.AnnotationDisruption, "{not json"), func(n *corev1.Node) { n.Spec.Unschedulable = true }),
+		node("gpu-7", label("pool", "gpu"), created(time.Time{}), annotate(contract.AnnotationDoNotDisrupt, "true"), deleting),
 		node("cpu-1", label("pool", "cpu"), label("kubernetes.io/os", "windows"), ready),
 		node("bare"),
 	}
@@ -224,7 +224,7 @@ func FuzzRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string) {
 		pool := &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: v1alpha1.NodePoolSpec{
 			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "gpu"}}}}
-		n := node("gpu-1", label("pool", "gpu"), annotate(v1alpha1.AnnotationDisruption, raw))
+		n := node("gpu-1", label("pool", "gpu"), annotate(contract.AnnotationDisruption, raw))
 		now := t0.Add(time.Hour)
 		if _, counts := budget.Disrupting(n, now); !counts {
 			t.Fatalf("record %q: the node does not count against its budgets", raw)
@@ -245,7 +245,7 @@ func FuzzRecord(f *testing.F) {
 			t.Fatalf("record %q: %+v, replacements %v, verdict %+v", raw, r, replacements, verdict)
 		}
 		enc := r.String()
-		back, err := disruption.RecordOf(node("gpu-1", annotate(v1alpha1.AnnotationDisruption, enc)))
+		back, err := disruption.RecordOf(node("gpu-1", annotate(contract.AnnotationDisruption, enc)))
 		if err != nil || back == nil || back.String() != enc {
 			t.Fatalf("record %q encodes as %q, which reads back as %+v, %v", raw, enc, back, err)
 		}
@@ -272,10 +272,10 @@ func FuzzDoNotDisrupt(f *testing.F) {
 		f.Add(seed.pool, seed.node, seed.pod, seed.age)
 	}
 	f.Fuzz(func(t *testing.T, poolValue, nodeValue, podValue string, age int64) {
-		pool := &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Annotations: map[string]string{v1alpha1.AnnotationDoNotDisrupt: poolValue}}}
-		n := node("gpu-1", annotate(drain.AnnotationDoNotDisrupt, nodeValue))
+		pool := &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Annotations: map[string]string{contract.AnnotationDoNotDisrupt: poolValue}}}
+		n := node("gpu-1", annotate(contract.AnnotationDoNotDisrupt, nodeValue))
 		started := t0.Add(-time.Hour)
-		p := pod("default", "web-0", podAnnotated(drain.AnnotationDoNotDisrupt, podValue), func(p *corev1.Pod) { p.Status.StartTime = &metav1.Time{Time: started} })
+		p := pod("default", "web-0", podAnnotated(contract.AnnotationDoNotDisrupt, podValue), func(p *corev1.Pod) { p.Status.StartTime = &metav1.Time{Time: started} })
 		now := t0.Add(time.Duration(age))
 
 		got := disruption.Protected(pool, n, []*corev1.Pod{p}, now)

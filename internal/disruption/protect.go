@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -91,15 +92,15 @@ func PoolProtection(pool *v1alpha1.NodePool) *Protection {
 		return &Protection{Reason: ReasonPaused,
 			Message: fmt.Sprintf("NodePool %s has spec.disruption.paused: true, which stops the voluntary disruption of its nodes; set it to false to resume", pool.Name)}
 	}
-	switch v := pool.Annotations[drain.AnnotationDoNotDisrupt]; v {
+	switch v := pool.Annotations[contract.AnnotationDoNotDisrupt]; v {
 	case "", "false":
 		return nil
 	case "true":
 		return &Protection{Reason: ReasonPoolDoNotDisrupt,
-			Message: fmt.Sprintf("NodePool %s is annotated %s=true, which stops the voluntary disruption of its nodes; remove the annotation to resume", pool.Name, drain.AnnotationDoNotDisrupt)}
+			Message: fmt.Sprintf("NodePool %s is annotated %s=true, which stops the voluntary disruption of its nodes; remove the annotation to resume", pool.Name, contract.AnnotationDoNotDisrupt)}
 	default:
 		return &Protection{Reason: ReasonPoolDoNotDisrupt,
-			Message: fmt.Sprintf("NodePool %s is annotated %s=%q, which sluice cannot read (on a NodePool it takes true), so the voluntary disruption of its nodes stops until the value is corrected; set it to true, or remove it to resume", pool.Name, drain.AnnotationDoNotDisrupt, v)}
+			Message: fmt.Sprintf("NodePool %s is annotated %s=%q, which sluice cannot read (on a NodePool it takes true), so the voluntary disruption of its nodes stops until the value is corrected; set it to true, or remove it to resume", pool.Name, contract.AnnotationDoNotDisrupt, v)}
 	}
 }
 
@@ -114,7 +115,7 @@ func nodeProtection(node *corev1.Node, now time.Time) *Protection {
 		lift:    "remove the annotation from the node",
 	}
 	return longest(
-		s.doNotDisrupt(node.Annotations[drain.AnnotationDoNotDisrupt], now),
+		s.doNotDisrupt(node.Annotations[contract.AnnotationDoNotDisrupt], now),
 		s.flag(node.Annotations, drain.AnnotationKarpenterDoNotDisrupt, "true"))
 }
 
@@ -131,7 +132,7 @@ func podProtection(pod *corev1.Pod, now time.Time) *Protection {
 		s.since = pod.Status.StartTime.Time
 	}
 	return longest(longest(
-		s.doNotDisrupt(pod.Annotations[drain.AnnotationDoNotDisrupt], now),
+		s.doNotDisrupt(pod.Annotations[contract.AnnotationDoNotDisrupt], now),
 		s.flag(pod.Annotations, drain.AnnotationKarpenterDoNotDisrupt, "true")),
 		s.flag(pod.Annotations, drain.AnnotationSafeToEvict, "false"))
 }
@@ -151,7 +152,7 @@ type subject struct {
 // duration that protects until it has passed since s.since.
 // The value is read by drain.DoNotDisrupt, as the drain reads it.
 func (s subject) doNotDisrupt(value string, now time.Time) *Protection {
-	key := drain.AnnotationDoNotDisrupt
+	key := contract.AnnotationDoNotDisrupt
 	hold := drain.DoNotDisrupt(value, s.since, now)
 	switch {
 	case !hold.Holds:

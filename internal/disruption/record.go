@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // Phase is where a node's replacement stands.
@@ -40,7 +41,7 @@ const (
 const ReasonDeleted v1alpha1.DisruptionReason = "Deleted"
 
 // Record is the disruption controller's note on a node it is taking away,
-// kept in the node's v1alpha1.AnnotationDisruption so that a restarted or
+// kept in the node's contract.AnnotationDisruption so that a restarted or
 // new leader resumes where the last one stopped.
 type Record struct {
 	Reason      v1alpha1.DisruptionReason `json:"reason"`
@@ -68,13 +69,13 @@ type Record struct {
 // RecordOf reads the node's record; nil when it has none. An unreadable
 // record is an error: the caller leaves such a node alone and says so.
 func RecordOf(node *corev1.Node) (*Record, error) {
-	raw, ok := node.Annotations[v1alpha1.AnnotationDisruption]
+	raw, ok := node.Annotations[contract.AnnotationDisruption]
 	if !ok {
 		return nil, nil
 	}
 	var r Record
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
-		return nil, fmt.Errorf("reading %s on node %s: %w", v1alpha1.AnnotationDisruption, node.Name, err)
+		return nil, fmt.Errorf("reading %s on node %s: %w", contract.AnnotationDisruption, node.Name, err)
 	}
 	return &r, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,7 +61,7 @@ func (r *Recorder) Event(obj runtime.Object, eventtype, reason, message string) 
 		FirstTimestamp:      now,
 		LastTimestamp:       now,
 		Count:               1,
-		ReportingController: "sluice.dev/" + r.component,
+		ReportingController: contract.Prefix + r.component,
 		ReportingInstance:   r.instance,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)

@@ -6,15 +6,16 @@ import (
 	"encoding/json"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // Labels and annotations a provider writes on every Node it makes. Drift
 // detection reads them back, so every provider must write them alike.
 const (
 	// LabelNodePool names the pool that made the node.
-	LabelNodePool = v1alpha1.LabelNodePool
+	LabelNodePool = contract.LabelNodePool
 	// LabelCapacityType is the node's CapacityType: on-demand or spot.
-	LabelCapacityType = v1alpha1.LabelCapacityType
+	LabelCapacityType = contract.LabelCapacityType
 	// LabelInstanceType is the well-known label of the machine's size.
 	LabelInstanceType = "node.kubernetes.io/instance-type"
 	// LabelZone is the well-known label of the machine's zone.
@@ -25,10 +26,10 @@ const (
 	// AnnotationImage is the template image the node was made from; a
 	// label could not hold every image name (an AMI ID would do, an AKS
 	// node image version with its dots and length may not).
-	AnnotationImage = v1alpha1.AnnotationImage
+	AnnotationImage = contract.AnnotationImage
 	// AnnotationTemplateHash is TemplateHash of the template the node was
 	// made from: it stands for what cannot be read from a Node.
-	AnnotationTemplateHash = v1alpha1.AnnotationTemplateHash
+	AnnotationTemplateHash = contract.AnnotationTemplateHash
 )
 
 // TemplateHash hashes what of a template cannot be read back from a Node (its

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // Names lists the providers sluice can run.
@@ -75,11 +76,11 @@ func (m *Machines) DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, n
 }
 
 // MachineName is the name of the machine a Node is, as far as the Node
-// itself says: the controller's v1alpha1.AnnotationMachine when it wrote one
+// itself says: the controller's contract.AnnotationMachine when it wrote one
 // (the cloud named the Node), else the Node's own name (the kwok provider
 // names Nodes after their machines).
 func MachineName(n *corev1.Node) string {
-	if name := n.Annotations[v1alpha1.AnnotationMachine]; name != "" {
+	if name := n.Annotations[contract.AnnotationMachine]; name != "" {
 		return name
 	}
 	return n.Name
@@ -89,7 +90,7 @@ func MachineName(n *corev1.Node) string {
 // controller noted on it, else what the pool's provider reads from it (a
 // Namer), else the Node's own name.
 func (m *Machines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
-	if _, noted := n.Annotations[v1alpha1.AnnotationMachine]; !noted {
+	if _, noted := n.Annotations[contract.AnnotationMachine]; !noted {
 		if p, ok := m.set.For(pool); ok {
 			if namer, ok := p.(Namer); ok {
 				if name := namer.NameOf(n); name != "" {

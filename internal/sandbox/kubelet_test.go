@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 func annotateNode(t *testing.T, env *sandboxtest.Env, node, key string, value *string) {
@@ -45,7 +45,7 @@ func TestNodeNotReadyOnDemand(t *testing.T) {
 	node := env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("nr"), 1))[0].Name
 	yes := "true"
 
-	annotateNode(t, env, node, sandbox.AnnotationNotReady, &yes)
+	annotateNode(t, env, node, contract.SandboxNotReady, &yes)
 	env.WaitForNodeReady(t, node, false)
 	// The real node lifecycle controller reacts as it would to a dead kubelet.
 	env.WaitFor(t, 30*time.Second, "the not-ready taint", func(ctx context.Context) (bool, error) {
@@ -53,7 +53,7 @@ func TestNodeNotReadyOnDemand(t *testing.T) {
 		return err == nil && hasTaint(n, corev1.TaintNodeNotReady), nil
 	})
 
-	annotateNode(t, env, node, sandbox.AnnotationNotReady, nil)
+	annotateNode(t, env, node, contract.SandboxNotReady, nil)
 	env.WaitForNodeReady(t, node, true)
 	env.WaitFor(t, 30*time.Second, "the not-ready taint to be lifted", func(ctx context.Context) (bool, error) {
 		n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -22,14 +23,6 @@ import (
 // The ConfigMap a node's last drain is kept in: one per node, in the
 // controller's namespace, replaced by the node's next drain.
 const (
-	// LabelTimeline marks the ConfigMaps the store owns.
-	LabelTimeline = "sluice.dev/timeline"
-	// AnnotationNode names the node (a label could not hold every node name).
-	AnnotationNode = "sluice.dev/node"
-	// AnnotationReason is why the node was drained (Maintenance, Expired, ...).
-	AnnotationReason = "sluice.dev/reason"
-	// AnnotationEnded is when the drain ended, RFC 3339.
-	AnnotationEnded = "sluice.dev/ended"
 	// DataKey holds the Timeline as JSON.
 	DataKey = "timeline.json"
 
@@ -86,8 +79,8 @@ func (s *Store) Save(ctx context.Context, node, reason string, tl Timeline) erro
 		return fmt.Errorf("keeping the drain timeline of %s: %w", node, err)
 	}
 	cm := corev1ac.ConfigMap(ConfigMapName(node), s.namespace).
-		WithLabels(map[string]string{LabelTimeline: "true", "app.kubernetes.io/managed-by": "sluice"}).
-		WithAnnotations(map[string]string{AnnotationNode: node, AnnotationReason: reason, AnnotationEnded: s.clock.Now().UTC().Format(time.RFC3339)}).
+		WithLabels(map[string]string{contract.LabelTimeline: "true", "app.kubernetes.io/managed-by": "sluice"}).
+		WithAnnotations(map[string]string{contract.AnnotationTimelineNode: node, contract.AnnotationTimelineReason: reason, contract.AnnotationTimelineEnded: s.clock.Now().UTC().Format(time.RFC3339)}).
 		WithData(map[string]string{DataKey: string(data)})
 	if _, err := s.client.CoreV1().ConfigMaps(s.namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
 		return fmt.Errorf("keeping the drain timeline of %s in ConfigMap %s/%s: %w", node, s.namespace, ConfigMapName(node), err)
@@ -136,29 +129,29 @@ func Load(ctx context.Context, client kubernetes.Interface, namespace, node stri
 	if err != nil {
 		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", namespace, name, err)
 	}
-	if cm.Labels[LabelTimeline] != "true" || cm.Annotations[AnnotationNode] != node {
+	if cm.Labels[contract.LabelTimeline] != "true" || cm.Annotations[contract.AnnotationTimelineNode] != node {
 		return nil, fmt.Errorf("ConfigMap %s/%s is not sluice's timeline of node %s (label %s, annotation %s=%q)",
-			namespace, name, node, LabelTimeline, AnnotationNode, cm.Annotations[AnnotationNode])
+			namespace, name, node, contract.LabelTimeline, contract.AnnotationTimelineNode, cm.Annotations[contract.AnnotationTimelineNode])
 	}
-	k := &Kept{Node: node, Reason: cm.Annotations[AnnotationReason]}
+	k := &Kept{Node: node, Reason: cm.Annotations[contract.AnnotationTimelineReason]}
 	if err := json.Unmarshal([]byte(cm.Data[DataKey]), &k.Timeline); err != nil {
 		return nil, fmt.Errorf("ConfigMap %s/%s: reading %s: %w", namespace, name, DataKey, err)
 	}
-	k.Ended, _ = time.Parse(time.RFC3339, cm.Annotations[AnnotationEnded]) // zero when unreadable: only shown
+	k.Ended, _ = time.Parse(time.RFC3339, cm.Annotations[contract.AnnotationTimelineEnded]) // zero when unreadable: only shown
 	return k, nil
 }
 
 // Prune deletes the timelines whose drain ended more than the retention ago
 // (or whose end cannot be read), and returns how many it deleted.
 func (s *Store) Prune(ctx context.Context) (int, error) {
-	list, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelTimeline + "=true"})
+	list, err := s.client.CoreV1().ConfigMaps(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelTimeline + "=true"})
 	if err != nil {
 		return 0, fmt.Errorf("listing the kept drain timelines in %s: %w", s.namespace, err)
 	}
 	cutoff := s.clock.Now().Add(-s.retention)
 	deleted := 0
 	for _, cm := range list.Items {
-		ended, err := time.Parse(time.RFC3339, cm.Annotations[AnnotationEnded])
+		ended, err := time.Parse(time.RFC3339, cm.Annotations[contract.AnnotationTimelineEnded])
 		if err == nil && ended.After(cutoff) {
 			continue
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/doctor"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
@@ -67,7 +68,7 @@ type Input struct {
 func ObservedBoot(nodes []*corev1.Node) (time.Duration, int) {
 	var seen []time.Duration
 	for _, n := range nodes {
-		if d, err := time.ParseDuration(n.Annotations[v1alpha1.AnnotationBootTime]); err == nil && d > 0 {
+		if d, err := time.ParseDuration(n.Annotations[contract.AnnotationBootTime]); err == nil && d > 0 {
 			seen = append(seen, d)
 		}
 	}
@@ -144,7 +145,7 @@ func Predict(in Input) (*Forecast, error) {
 	pods := podsByNode(in.Pods)
 	var old []*corev1.Node
 	for _, n := range in.Members {
-		if n.Annotations[v1alpha1.AnnotationImage] != in.Image && n.DeletionTimestamp == nil {
+		if n.Annotations[contract.AnnotationImage] != in.Image && n.DeletionTimestamp == nil {
 			old = append(old, n)
 		}
 	}
@@ -292,7 +293,7 @@ func (f *Forecast) boot(in Input) time.Duration {
 
 func (f *Forecast) bootAssumption(in Input) string {
 	if d, n := ObservedBoot(in.Members); n > 0 {
-		return fmt.Sprintf("a new machine serves %s after it is asked for: the median of the %d boot time(s) sluice noted on the pool's nodes (%s)", d, n, v1alpha1.AnnotationBootTime)
+		return fmt.Sprintf("a new machine serves %s after it is asked for: the median of the %d boot time(s) sluice noted on the pool's nodes (%s)", d, n, contract.AnnotationBootTime)
 	}
 	return fmt.Sprintf("a new machine boots in %s (the provider's boot time; no boot observed on the pool's nodes yet) and is Ready %s later", in.Boot, registration)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 var now = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -21,7 +22,7 @@ var now = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 func node(name, image string, age time.Duration) corev1.Node {
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "p"}, CreationTimestamp: metav1.NewTime(now.Add(-age)),
-		Annotations: map[string]string{v1alpha1.AnnotationImage: image}},
+		Annotations: map[string]string{contract.AnnotationImage: image}},
 		Status: corev1.NodeStatus{Allocatable: res, Capacity: res, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 }
 
@@ -85,7 +86,7 @@ func TestPredictTimesBatchesByBudgetWaves(t *testing.T) {
 // smaller than maxSurge sizes the batches, and says so.
 func TestPredictNamesBlockersAndTheBindingBudget(t *testing.T) {
 	nodes := []corev1.Node{node("old", "img-1", 3*time.Hour), node("held", "img-1", 2*time.Hour), node("young", "img-1", time.Hour), node("new", "img-2", time.Hour)}
-	nodes[1].Annotations[v1alpha1.AnnotationDoNotDisrupt] = "true"
+	nodes[1].Annotations[contract.AnnotationDoNotDisrupt] = "true"
 	pods := []corev1.Pod{pod("db-0", "db", "old", 10)}
 	f, err := Predict(input(nodes, pods, []policyv1.PodDisruptionBudget{pdb("db", intstr.FromInt32(1), 1, 1, 0)},
 		v1alpha1.UpgradeSpec{MaxSurge: ptr.To(intstr.FromInt32(3)), DrainTimeout: &metav1.Duration{Duration: time.Minute}, UndrainableNodeBehavior: v1alpha1.UndrainableCordon}, "1"))
@@ -118,7 +119,7 @@ func TestPredictUsesObservedBootTimes(t *testing.T) {
 	var nodes []corev1.Node
 	for i, boot := range []string{"40s", "25s", "1m", "not a duration"} {
 		n := node(fmt.Sprintf("n%d", i), "img-1", time.Duration(10-i)*time.Hour)
-		n.Annotations[v1alpha1.AnnotationBootTime] = boot
+		n.Annotations[contract.AnnotationBootTime] = boot
 		nodes = append(nodes, n)
 	}
 	f, err := Predict(input(nodes, nil, nil, v1alpha1.UpgradeSpec{MaxSurge: ptr.To(intstr.FromInt32(2))}, "100%"))

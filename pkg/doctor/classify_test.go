@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -57,7 +58,7 @@ func TestDoctorAgreesWithTheDrainOnEveryPodClass(t *testing.T) {
 			[]finding{{SeverityError, "DaemonSetPod"}}, false},
 		{"finished, daemonset gone", []func(*corev1.Pod){ownedBy("apps/v1", "DaemonSet", "gone"), phase(corev1.PodFailed)}, drain.VerdictLeave, "", nil, false},
 		{"another group's DaemonSet", []func(*corev1.Pod){ownedBy("apps.kruise.io/v1alpha1", "DaemonSet", "agent")}, drain.VerdictLeave, "", nil, true},
-		{"sluice do-not-disrupt", []func(*corev1.Pod){annotate(drain.AnnotationDoNotDisrupt, "true")}, drain.VerdictHold, drain.ReasonDoNotDisrupt,
+		{"sluice do-not-disrupt", []func(*corev1.Pod){annotate(contract.AnnotationDoNotDisrupt, "true")}, drain.VerdictHold, drain.ReasonDoNotDisrupt,
 			[]finding{{SeverityError, "DoNotDisrupt"}}, true},
 		{"karpenter do-not-disrupt", []func(*corev1.Pod){annotate("karpenter.sh/do-not-disrupt", "true")}, drain.VerdictHold, drain.ReasonDoNotDisrupt,
 			[]finding{{SeverityError, "DoNotDisrupt"}}, true},
@@ -70,7 +71,7 @@ func TestDoctorAgreesWithTheDrainOnEveryPodClass(t *testing.T) {
 			[]finding{{SeverityError, "Unreplicated"}}, false},
 		{"no controller, emptyDir", []func(*corev1.Pod){naked, scratch}, drain.VerdictRefuse, drain.ReasonLocalStorage,
 			[]finding{{SeverityError, "Unreplicated"}, {SeverityWarning, "LocalStorage"}}, false},
-		{"do-not-disrupt stops the drain first", []func(*corev1.Pod){naked, scratch, annotate(drain.AnnotationDoNotDisrupt, "true")}, drain.VerdictHold, drain.ReasonDoNotDisrupt,
+		{"do-not-disrupt stops the drain first", []func(*corev1.Pod){naked, scratch, annotate(contract.AnnotationDoNotDisrupt, "true")}, drain.VerdictHold, drain.ReasonDoNotDisrupt,
 			[]finding{{SeverityError, "DoNotDisrupt"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

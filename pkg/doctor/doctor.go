@@ -15,6 +15,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/simulate"
@@ -365,7 +366,7 @@ func (d *diagnosis) leftovers() {
 			continue
 		}
 		obj := "node " + n.Name
-		if n.Spec.Unschedulable && n.Annotations[drain.AnnotationCordonedBy] == "" {
+		if n.Spec.Unschedulable && n.Annotations[contract.AnnotationCordonedBy] == "" {
 			since := ""
 			for _, t := range n.Spec.Taints {
 				if t.Key == corev1.TaintNodeUnschedulable && t.TimeAdded != nil {
@@ -422,7 +423,7 @@ func firstN(s []string, n int) []string {
 // node back into service once it is Ready, so one that stays is a sign the
 // controller is not running, or the node never came back.
 func maintenanceOver(n *corev1.Node, obj string) (Finding, bool) {
-	raw, ok := n.Annotations[maintenance.AnnotationState]
+	raw, ok := n.Annotations[contract.AnnotationMaintenanceState]
 	if !ok {
 		return Finding{}, false
 	}
@@ -441,7 +442,7 @@ func maintenanceOver(n *corev1.Node, obj string) (Finding, bool) {
 		return Finding{}, false
 	}
 	held := "is held"
-	if n.Spec.Unschedulable && n.Annotations[drain.AnnotationCordonedBy] != "" {
+	if n.Spec.Unschedulable && n.Annotations[contract.AnnotationCordonedBy] != "" {
 		held = "is still cordoned"
 	}
 	return Finding{SeverityWarning, CodeMaintenanceOver, obj, n.Name,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -155,7 +156,7 @@ func TestDeadlineForcesHeldPodsOrStops(t *testing.T) {
 			s.env.Create(t,
 				fixture.Deployment(ns, "solo", 1, s.onAll, fixture.GracePeriod(4)),
 				fixture.PDB(ns, "solo", "solo", fixture.MinAvailable("1")),
-				fixture.Deployment(ns, "pinned", 1, s.onAll, fixture.GracePeriod(3), fixture.Annotate(drain.AnnotationDoNotDisrupt, "true")),
+				fixture.Deployment(ns, "pinned", 1, s.onAll, fixture.GracePeriod(3), fixture.Annotate(contract.AnnotationDoNotDisrupt, "true")),
 			)
 			s.env.WaitForPods(t, "app in (solo,pinned)", 2)
 			s.env.WaitFor(t, 30*time.Second, "the budget's status", func(ctx context.Context) (bool, error) {
@@ -383,7 +384,7 @@ func TestDryRunSpendsBudgetsAcrossNodesAndChangesNothing(t *testing.T) {
 	}
 	for _, name := range s.nodes {
 		n := s.getNode(t, name)
-		if n.Spec.Unschedulable || n.Annotations[drain.AnnotationDrain] != "" {
+		if n.Spec.Unschedulable || n.Annotations[contract.AnnotationDrain] != "" {
 			t.Errorf("dry run changed node %s", name)
 		}
 	}
@@ -404,7 +405,7 @@ func TestClaimsResumeAbandonedDrainsAndRefuseConcurrentOnes(t *testing.T) {
 	live, _ := json.Marshal(map[string]any{"id": "other", "holder": "sluice drain@elsewhere", "started": time.Now(), "renewed": time.Now()})
 	for i, claim := range [][]byte{stale, live} {
 		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"annotations": map[string]string{drain.AnnotationDrain: string(claim), drain.AnnotationCordonedBy: drain.OwnerCLI}},
+			"metadata": map[string]any{"annotations": map[string]string{contract.AnnotationDrain: string(claim), contract.AnnotationCordonedBy: drain.OwnerCLI}},
 			"spec":     map[string]any{"unschedulable": true},
 		})
 		if _, err := s.env.Client.CoreV1().Nodes().Patch(ctx, s.nodes[i], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -417,10 +418,10 @@ func TestClaimsResumeAbandonedDrainsAndRefuseConcurrentOnes(t *testing.T) {
 	if !strings.Contains(n.Message, "being drained by sluice drain@elsewhere") {
 		t.Errorf("live claim: message %q; want it to name the other drain", n.Message)
 	}
-	if got := s.getNode(t, s.nodes[0]).Annotations[drain.AnnotationCordonedBy]; got != drain.OwnerCLI {
+	if got := s.getNode(t, s.nodes[0]).Annotations[contract.AnnotationCordonedBy]; got != drain.OwnerCLI {
 		t.Errorf("resumed node lost its cordoned-by record: %q", got)
 	}
-	if got := s.getNode(t, s.nodes[1]).Annotations[drain.AnnotationDrain]; got != string(live) {
+	if got := s.getNode(t, s.nodes[1]).Annotations[contract.AnnotationDrain]; got != string(live) {
 		t.Errorf("the other drain's claim was changed: %q", got)
 	}
 }

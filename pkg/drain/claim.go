@@ -8,21 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-)
-
-// Node annotations through which a drain's state lives on the node itself, so
-// a crashed drain can be resumed and two drains never fight over one node.
-const (
-	// AnnotationDrain holds the claim of the drain in progress (JSON).
-	AnnotationDrain = "sluice.dev/drain"
-	// AnnotationCordonedBy records who in sluice cordoned the node (OwnerCLI,
-	// MaintenanceOwner); sluice only ever uncordons nodes whose owner it is.
-	AnnotationCordonedBy = "sluice.dev/cordoned-by"
 )
 
 // claimTTL is how long a claim stays live without renewal; claimRenew is how
@@ -44,7 +35,7 @@ type claim struct {
 // claimOf reads the node's claim, if it has a well-formed one.
 func claimOf(node *corev1.Node) (claim, bool) {
 	var c claim
-	raw, ok := node.Annotations[AnnotationDrain]
+	raw, ok := node.Annotations[contract.AnnotationDrain]
 	if !ok || json.Unmarshal([]byte(raw), &c) != nil {
 		return claim{}, false
 	}
@@ -80,12 +71,12 @@ func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *core
 	if err != nil {
 		return fmt.Errorf("encoding claim: %w", err)
 	}
-	annotations := map[string]any{AnnotationDrain: string(data)}
+	annotations := map[string]any{contract.AnnotationDrain: string(data)}
 	// The cordon becomes ours when we place it, and a person's drain takes
 	// over a cordon placed for a maintenance event: the person now wants the
 	// node out of service, and the event's end must not put it back.
-	if !node.Spec.Unschedulable || owner == OwnerCLI && IsMaintenanceOwner(node.Annotations[AnnotationCordonedBy]) {
-		annotations[AnnotationCordonedBy] = owner
+	if !node.Spec.Unschedulable || owner == OwnerCLI && IsMaintenanceOwner(node.Annotations[contract.AnnotationCordonedBy]) {
+		annotations[contract.AnnotationCordonedBy] = owner
 	}
 	patch := map[string]any{
 		"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": annotations},
@@ -130,7 +121,7 @@ func rewriteClaim(ctx context.Context, client kubernetes.Interface, nodeName, id
 			return errClaimLost
 		}
 		err = patchNode(ctx, client, nodeName, map[string]any{"metadata": map[string]any{
-			"resourceVersion": node.ResourceVersion, "annotations": map[string]any{AnnotationDrain: value}}})
+			"resourceVersion": node.ResourceVersion, "annotations": map[string]any{contract.AnnotationDrain: value}}})
 		if err == nil || !apierrors.IsConflict(err) {
 			return err
 		}
@@ -145,7 +136,7 @@ func testAndSetClaim(ctx context.Context, client kubernetes.Interface, nodeName 
 	if err != nil {
 		return fmt.Errorf("encoding claim: %w", err)
 	}
-	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(AnnotationDrain, "~", "~0"), "/", "~1")
+	path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(contract.AnnotationDrain, "~", "~0"), "/", "~1")
 	ops := []map[string]any{{"op": "test", "path": path, "value": string(old)}}
 	if value == nil {
 		ops = append(ops, map[string]any{"op": "remove", "path": path})

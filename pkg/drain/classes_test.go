@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -57,11 +58,11 @@ func TestDrainMovesEveryClassWithKubectlsFlags(t *testing.T) {
 	d.expect(t, "lonely", want{outcome: drain.PodEvicted, message: "no controller"})
 
 	n := s.getNode(t, node)
-	if !n.Spec.Unschedulable || n.Annotations[drain.AnnotationCordonedBy] != drain.OwnerCLI {
-		t.Errorf("node after drain: unschedulable=%v cordoned-by=%q; want cordoned, by sluice drain (cli)", n.Spec.Unschedulable, n.Annotations[drain.AnnotationCordonedBy])
+	if !n.Spec.Unschedulable || n.Annotations[contract.AnnotationCordonedBy] != drain.OwnerCLI {
+		t.Errorf("node after drain: unschedulable=%v cordoned-by=%q; want cordoned, by sluice drain (cli)", n.Spec.Unschedulable, n.Annotations[contract.AnnotationCordonedBy])
 	}
-	if _, ok := n.Annotations[drain.AnnotationDrain]; ok {
-		t.Errorf("node after drain still carries the claim %s", drain.AnnotationDrain)
+	if _, ok := n.Annotations[contract.AnnotationDrain]; ok {
+		t.Errorf("node after drain still carries the claim %s", contract.AnnotationDrain)
 	}
 	if ev := s.events(t, metav1.NamespaceDefault, "Node", node); !ev["DrainStarted"] || !ev["DrainCompleted"] {
 		t.Errorf("node events %v: want DrainStarted and DrainCompleted", ev)
@@ -109,7 +110,7 @@ func TestDoNotDisruptAnnotationsHoldTheDrain(t *testing.T) {
 	s := newScene(t, 1)
 	ns := s.env.Namespace
 	s.env.Create(t,
-		fixture.Deployment(ns, "ours", 1, s.onAll, fixture.Annotate(drain.AnnotationDoNotDisrupt, "true")),
+		fixture.Deployment(ns, "ours", 1, s.onAll, fixture.Annotate(contract.AnnotationDoNotDisrupt, "true")),
 		fixture.Deployment(ns, "karpenter", 1, s.onAll, fixture.Annotate("karpenter.sh/do-not-disrupt", "true")),
 		fixture.Deployment(ns, "autoscaler", 1, s.onAll, fixture.Annotate("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")),
 		fixture.Deployment(ns, "plain", 1, s.onAll),
@@ -132,8 +133,8 @@ func TestDoNotDisruptDurationsHoldTheDrainUntilTheyEnd(t *testing.T) {
 	s := newScene(t, 2)
 	ns := s.env.Namespace
 	s.env.Create(t,
-		fixture.Deployment(ns, "briefly", 1, s.onAll, onNode(s.nodes[0]), fixture.Annotate(drain.AnnotationDoNotDisrupt, "20s")),
-		fixture.Deployment(ns, "typo", 1, s.onAll, onNode(s.nodes[1]), fixture.Annotate(drain.AnnotationDoNotDisrupt, "20 seconds")),
+		fixture.Deployment(ns, "briefly", 1, s.onAll, onNode(s.nodes[0]), fixture.Annotate(contract.AnnotationDoNotDisrupt, "20s")),
+		fixture.Deployment(ns, "typo", 1, s.onAll, onNode(s.nodes[1]), fixture.Annotate(contract.AnnotationDoNotDisrupt, "20 seconds")),
 	)
 	pods := s.env.WaitForPods(t, "app in (briefly,typo)", 2)
 	s.addSpare(t, 1)

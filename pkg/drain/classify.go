@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,9 +63,6 @@ type Classification struct {
 // Annotations by which pods opt out of voluntary disruption. sluice honours
 // the ecosystem's as well as its own.
 const (
-	// AnnotationDoNotDisrupt "true", or a duration from the pod's start,
-	// holds the pod (DoNotDisrupt reads it).
-	AnnotationDoNotDisrupt = "sluice.dev/do-not-disrupt"
 	// AnnotationKarpenterDoNotDisrupt "true" is Karpenter's spelling of the same.
 	AnnotationKarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
 	// AnnotationSafeToEvict "false" is the cluster autoscaler's.
@@ -219,7 +217,7 @@ func (f filters) doNotDisrupt(pod *corev1.Pod) (Classification, bool) {
 	if pod.Status.StartTime != nil {
 		since = pod.Status.StartTime.Time
 	}
-	value := pod.Annotations[AnnotationDoNotDisrupt]
+	value := pod.Annotations[contract.AnnotationDoNotDisrupt]
 	hold := DoNotDisrupt(value, since, f.now)
 	var why string
 	switch {
@@ -230,7 +228,7 @@ func (f filters) doNotDisrupt(pod *corev1.Pod) (Classification, bool) {
 	case pod.Annotations[AnnotationSafeToEvict] == "false":
 		why, hold.Until = "annotated "+AnnotationSafeToEvict+"=false", time.Time{}
 	case hold.Holds:
-		why = hold.describe(AnnotationDoNotDisrupt, value)
+		why = hold.describe(contract.AnnotationDoNotDisrupt, value)
 	default:
 		return Classification{}, false
 	}

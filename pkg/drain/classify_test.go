@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,11 +76,11 @@ func TestClassify(t *testing.T) {
 		message string
 	}{
 		{"replicated", podWith(), Options{}, VerdictLeave, "", ""},
-		{"terminating comes first", podWith(deleted, noController, annotated(AnnotationDoNotDisrupt, "true")), Options{},
+		{"terminating comes first", podWith(deleted, noController, annotated(contract.AnnotationDoNotDisrupt, "true")), Options{},
 			VerdictWait, ReasonTerminating, "was already terminating"},
 		{"mirror", podWith(noController, annotated(corev1.MirrorPodAnnotationKey, "abc")), Options{},
 			VerdictSkip, ReasonMirrorPod, "static pod: only the node's kubelet can remove it"},
-		{"succeeded goes whatever else", podWith(inPhase(corev1.PodSucceeded), noController, emptyDirs("x"), annotated(AnnotationDoNotDisrupt, "true")), Options{},
+		{"succeeded goes whatever else", podWith(inPhase(corev1.PodSucceeded), noController, emptyDirs("x"), annotated(contract.AnnotationDoNotDisrupt, "true")), Options{},
 			VerdictLeave, "", ""},
 		{"failed goes too", podWith(inPhase(corev1.PodFailed), orphan), Options{}, VerdictLeave, "", ""},
 
@@ -92,24 +93,24 @@ func TestClassify(t *testing.T) {
 		{"daemonset gone, --evict-daemonsets", podWith(orphan), Options{EvictDaemonSets: true}, VerdictRefuse, ReasonDaemonSetPod, orphaned},
 		{"daemonset gone, --force", podWith(orphan), Options{Force: true}, VerdictLeave, "",
 			"its DaemonSet gone is gone; deleting the orphan (--force)"},
-		{"daemonset gone, --force, do-not-disrupt", podWith(orphan, annotated(AnnotationDoNotDisrupt, "true")), Options{Force: true},
+		{"daemonset gone, --force, do-not-disrupt", podWith(orphan, annotated(contract.AnnotationDoNotDisrupt, "true")), Options{Force: true},
 			VerdictHold, ReasonDoNotDisrupt, "annotated sluice.dev/do-not-disrupt=true" + dndHint},
 		{"another group's DaemonSet is a plain controller", podWith(controlledBy("apps.kruise.io/v1alpha1", "DaemonSet", "gone")), Options{},
 			VerdictLeave, "", ""},
 		{"owner that is not the controller", podWith(func(p *corev1.Pod) { p.OwnerReferences[0].Controller = nil }), Options{},
 			VerdictRefuse, ReasonUnreplicated, "has no controller, so nothing would recreate it; use --force to evict it anyway"},
 
-		{"sluice do-not-disrupt", podWith(annotated(AnnotationDoNotDisrupt, "true")), Options{},
+		{"sluice do-not-disrupt", podWith(annotated(contract.AnnotationDoNotDisrupt, "true")), Options{},
 			VerdictHold, ReasonDoNotDisrupt, "annotated sluice.dev/do-not-disrupt=true" + dndHint},
 		{"karpenter do-not-disrupt", podWith(annotated("karpenter.sh/do-not-disrupt", "true")), Options{},
 			VerdictHold, ReasonDoNotDisrupt, "annotated karpenter.sh/do-not-disrupt=true" + dndHint},
 		{"cluster-autoscaler safe-to-evict=false", podWith(annotated("cluster-autoscaler.kubernetes.io/safe-to-evict", "false")), Options{},
 			VerdictHold, ReasonDoNotDisrupt, "annotated cluster-autoscaler.kubernetes.io/safe-to-evict=false" + dndHint},
-		{"do-not-disrupt=false asks nothing", podWith(annotated(AnnotationDoNotDisrupt, "false"), annotated("karpenter.sh/do-not-disrupt", "")), Options{},
+		{"do-not-disrupt=false asks nothing", podWith(annotated(contract.AnnotationDoNotDisrupt, "false"), annotated("karpenter.sh/do-not-disrupt", "")), Options{},
 			VerdictLeave, "", ""},
 		{"safe-to-evict=true asks nothing", podWith(annotated("cluster-autoscaler.kubernetes.io/safe-to-evict", "true")), Options{},
 			VerdictLeave, "", ""},
-		{"a DaemonSet pod is decided before do-not-disrupt", podWith(agent, annotated(AnnotationDoNotDisrupt, "true")), Options{IgnoreDaemonSets: true},
+		{"a DaemonSet pod is decided before do-not-disrupt", podWith(agent, annotated(contract.AnnotationDoNotDisrupt, "true")), Options{IgnoreDaemonSets: true},
 			VerdictSkip, ReasonDaemonSetPod, dsLeft},
 		{"do-not-disrupt before local storage", podWith(emptyDirs("x"), annotated("karpenter.sh/do-not-disrupt", "true")), Options{},
 			VerdictHold, ReasonDoNotDisrupt, "annotated karpenter.sh/do-not-disrupt=true" + dndHint},
@@ -155,7 +156,7 @@ func TestVerdictString(t *testing.T) {
 // a lookup that fails refuses the pod instead of guessing.
 func TestEngineClassifierWrapsClassify(t *testing.T) {
 	pods := []*corev1.Pod{podWith(), podWith(deleted), podWith(controlledBy("apps/v1", "DaemonSet", "agent")),
-		podWith(controlledBy("apps/v1", "DaemonSet", "gone"), emptyDirs("x")), podWith(noController), podWith(annotated(AnnotationDoNotDisrupt, "true"))}
+		podWith(controlledBy("apps/v1", "DaemonSet", "gone"), emptyDirs("x")), podWith(noController), podWith(annotated(contract.AnnotationDoNotDisrupt, "true"))}
 	exists := func(_, name string) bool { return name == "agent" }
 	for _, opts := range []Options{{}, {IgnoreDaemonSets: true}, {Force: true, DeleteEmptyDirData: true}} {
 		c := &classifier{opts: &opts, now: func() time.Time { return classifyAt }, daemonSetExists: func(_ context.Context, ns, name string) (bool, error) { return exists(ns, name), nil }}
@@ -228,12 +229,12 @@ func TestDoNotDisruptDurations(t *testing.T) {
 		until   time.Time
 		says    string
 	}{
-		{"within its duration", podWith(started(time.Hour), annotated(AnnotationDoNotDisrupt, "2h")), VerdictHold, classifyAt.Add(time.Hour), "held until 2026-11-27T13:00:00Z"},
-		{"past its duration", podWith(started(3*time.Hour), annotated(AnnotationDoNotDisrupt, "2h")), VerdictLeave, time.Time{}, ""},
-		{"not started yet", podWith(annotated(AnnotationDoNotDisrupt, "2h")), VerdictHold, time.Time{}, "has not started yet"},
-		{"unreadable", podWith(started(time.Hour), annotated(AnnotationDoNotDisrupt, "yes please")), VerdictHold, time.Time{}, `which is neither true nor a duration`},
-		{"negative", podWith(started(time.Hour), annotated(AnnotationDoNotDisrupt, "-1h")), VerdictHold, time.Time{}, `which is neither true nor a duration`},
-		{"karpenter's holds for good", podWith(started(time.Hour), annotated(AnnotationDoNotDisrupt, "2h"), annotated(AnnotationKarpenterDoNotDisrupt, "true")), VerdictHold, time.Time{}, "karpenter.sh/do-not-disrupt=true"},
+		{"within its duration", podWith(started(time.Hour), annotated(contract.AnnotationDoNotDisrupt, "2h")), VerdictHold, classifyAt.Add(time.Hour), "held until 2026-11-27T13:00:00Z"},
+		{"past its duration", podWith(started(3*time.Hour), annotated(contract.AnnotationDoNotDisrupt, "2h")), VerdictLeave, time.Time{}, ""},
+		{"not started yet", podWith(annotated(contract.AnnotationDoNotDisrupt, "2h")), VerdictHold, time.Time{}, "has not started yet"},
+		{"unreadable", podWith(started(time.Hour), annotated(contract.AnnotationDoNotDisrupt, "yes please")), VerdictHold, time.Time{}, `which is neither true nor a duration`},
+		{"negative", podWith(started(time.Hour), annotated(contract.AnnotationDoNotDisrupt, "-1h")), VerdictHold, time.Time{}, `which is neither true nor a duration`},
+		{"karpenter's holds for good", podWith(started(time.Hour), annotated(contract.AnnotationDoNotDisrupt, "2h"), annotated(AnnotationKarpenterDoNotDisrupt, "true")), VerdictHold, time.Time{}, "karpenter.sh/do-not-disrupt=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Classify(tc.pod, Options{}, classifyAt, func(string, string) bool { return true })

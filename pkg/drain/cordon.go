@@ -5,10 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Owners recorded in AnnotationCordonedBy. A cordon has one owner, and only
+// Owners recorded in contract.AnnotationCordonedBy. A cordon has one owner, and only
 // that owner takes it back: a person's `sluice drain` leaves the node to the
 // person, and the maintenance controller uncordons only the nodes it cordoned
 // for the event it is finishing.
@@ -30,7 +31,7 @@ func CordonedBy(node *corev1.Node) string {
 	if !node.Spec.Unschedulable {
 		return ""
 	}
-	return node.Annotations[AnnotationCordonedBy]
+	return node.Annotations[contract.AnnotationCordonedBy]
 }
 
 // IsMaintenanceOwner reports whether owner is a maintenance event's.
@@ -53,23 +54,23 @@ func Cordon(node *corev1.Node, owner string) bool {
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
 	}
-	node.Annotations[AnnotationCordonedBy] = owner
+	node.Annotations[contract.AnnotationCordonedBy] = owner
 	node.Spec.Unschedulable = true
 	return true
 }
 
 // Uncordon puts the node back into service in memory, but only if owner
-// cordoned it (AnnotationCordonedBy says so) and no drain holds a live claim
+// cordoned it (contract.AnnotationCordonedBy says so) and no drain holds a live claim
 // on it; a node cordoned by a person, by `sluice drain` or for another event
 // is left alone. It reports whether it uncordoned the node.
 func Uncordon(node *corev1.Node, owner string, now time.Time) (bool, error) {
-	if owner == "" || node.Annotations[AnnotationCordonedBy] != owner {
+	if owner == "" || node.Annotations[contract.AnnotationCordonedBy] != owner {
 		return false, nil
 	}
 	if other, held := heldByOther(node, "", now); held {
 		return false, fmt.Errorf("node %s is being drained by %s (drain %s); not uncordoning it", node.Name, other.Holder, other.ID)
 	}
-	delete(node.Annotations, AnnotationCordonedBy)
+	delete(node.Annotations, contract.AnnotationCordonedBy)
 	was := node.Spec.Unschedulable
 	node.Spec.Unschedulable = false
 	return was, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +48,7 @@ func FuzzClaim(f *testing.F) {
 		at := now.Add(time.Duration(age))
 		fresh := func() *corev1.Node {
 			return &corev1.Node{
-				ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{AnnotationDrain: raw, AnnotationCordonedBy: cordonedBy}},
+				ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{contract.AnnotationDrain: raw, contract.AnnotationCordonedBy: cordonedBy}},
 				Spec:       corev1.NodeSpec{Unschedulable: unschedulable},
 			}
 		}
@@ -58,7 +59,7 @@ func FuzzClaim(f *testing.F) {
 			if err != nil {
 				t.Fatalf("claim %q reads as %+v, which does not encode: %v", raw, c, err)
 			}
-			back, ok := claimOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationDrain: string(data)}}})
+			back, ok := claimOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.AnnotationDrain: string(data)}}})
 			if again, _ := json.Marshal(back); !ok || string(again) != string(data) {
 				t.Fatalf("claim %q encodes as %s, which reads back as %s", raw, data, again)
 			}
@@ -82,7 +83,7 @@ func FuzzClaim(f *testing.F) {
 			was, err := Uncordon(node, owner, at)
 			switch {
 			case owner == "" || owner != cordonedBy || live:
-				if was || node.Spec.Unschedulable != unschedulable || node.Annotations[AnnotationCordonedBy] != cordonedBy || live && owner == cordonedBy && owner != "" && err == nil {
+				if was || node.Spec.Unschedulable != unschedulable || node.Annotations[contract.AnnotationCordonedBy] != cordonedBy || live && owner == cordonedBy && owner != "" && err == nil {
 					t.Fatalf("cordoned by %q, claim %q (live %t): Uncordon(%q) = %t, %v; node %+v", cordonedBy, raw, live, owner, was, err, node)
 				}
 			case err != nil || was != unschedulable || node.Spec.Unschedulable:

@@ -3,8 +3,9 @@ package drain
 import (
 	"errors"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -81,7 +82,7 @@ type Options struct {
 	// for itself.
 	Shared *Shared
 	// CordonOwner is recorded on a node this drain cordons
-	// (AnnotationCordonedBy), so that only the same owner uncordons it;
+	// (contract.AnnotationCordonedBy), so that only the same owner uncordons it;
 	// default OwnerCLI.
 	CordonOwner string
 	// Last picks pods to evict after every other pod, DaemonSet pods

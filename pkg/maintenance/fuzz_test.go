@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -42,7 +43,7 @@ func FuzzReport(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw, approved string) {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{
-			maintenance.AnnotationEvents: raw, maintenance.AnnotationApproved: approved}}}
+			contract.AnnotationMaintenanceEvents: raw, contract.AnnotationMaintenanceApproved: approved}}}
 		r, ok, err := maintenance.ReportOf(node)
 		if !ok {
 			t.Fatalf("ReportOf(%q): no report, with the annotation there", raw)
@@ -89,7 +90,7 @@ func FuzzReport(f *testing.F) {
 func roundTrip(t *testing.T, r maintenance.Report) string {
 	t.Helper()
 	enc := r.Encode()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{maintenance.AnnotationEvents: enc}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{contract.AnnotationMaintenanceEvents: enc}}}
 	back, _, err := maintenance.ReportOf(node)
 	if err != nil {
 		t.Fatalf("report %+v encodes as %q, which reads as %v", r, enc, err)

@@ -6,27 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
-)
-
-// Node annotations through which the agent and the controller talk. The
-// agent may write only the maintenance.sluice.dev/ keys on its own node (the
-// shipped ValidatingAdmissionPolicy enforces it), and sluice.dev/cordoned-by
-// once, in the write that cordons its node for an event that takes the
-// machine away; the controller writes the other sluice.dev/ keys. Everything lives on the Node, so either side can restart
-// and pick up where it was.
-const (
-	// AnnotationEvents holds the agent's latest Report (JSON).
-	AnnotationEvents = "maintenance.sluice.dev/events"
-	// AnnotationApproved lists, comma-separated, the events the agent has
-	// approved with the platform.
-	AnnotationApproved = "maintenance.sluice.dev/approved"
-	// AnnotationApprove names the event the controller asks the agent to
-	// approve, once the node is drained.
-	AnnotationApprove = "sluice.dev/maintenance-approve"
-	// AnnotationState holds the controller's record of the event it is acting
-	// on (JSON).
-	AnnotationState = "sluice.dev/maintenance"
 )
 
 // Report is what the agent writes onto its node: the events its metadata
@@ -73,12 +54,12 @@ func (r Report) Encode() string {
 // ReportOf reads the agent's report from a node; ok is false when the node
 // has none. A report that does not parse is an error, never "no events".
 func ReportOf(node *corev1.Node) (r Report, ok bool, err error) {
-	raw, ok := node.Annotations[AnnotationEvents]
+	raw, ok := node.Annotations[contract.AnnotationMaintenanceEvents]
 	if !ok {
 		return Report{}, false, nil
 	}
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
-		return Report{}, true, fmt.Errorf("annotation %s on node %s: %w", AnnotationEvents, node.Name, err)
+		return Report{}, true, fmt.Errorf("annotation %s on node %s: %w", contract.AnnotationMaintenanceEvents, node.Name, err)
 	}
 	return r, true, nil
 }
@@ -95,7 +76,7 @@ func (r Report) Find(id string) (Event, bool) {
 
 // Approved reports whether the agent has approved the event on this node.
 func Approved(node *corev1.Node, id string) bool {
-	return slices.Contains(strings.Split(node.Annotations[AnnotationApproved], ","), id)
+	return slices.Contains(strings.Split(node.Annotations[contract.AnnotationMaintenanceApproved], ","), id)
 }
 
 // Active reports whether the event still lies ahead or is under way.

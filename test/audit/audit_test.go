@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/test/audit"
 )
 
@@ -150,7 +151,7 @@ func createPool(t *testing.T, env *sandboxtest.Env, name string, labels map[stri
 func mark(t *testing.T, env *sandboxtest.Env, node, reason, replacement string) {
 	t.Helper()
 	record := fmt.Sprintf(`{"reason":%q,"phase":"Launching","since":"2026-11-23T10:00:00Z","replacement":%q}`, reason, replacement)
-	patchNode(t, env, node, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationDisruption, record))
+	patchNode(t, env, node, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, contract.AnnotationDisruption, record))
 }
 
 func patchNode(t *testing.T, env *sandboxtest.Env, node, patch string) {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -196,7 +197,7 @@ func watchPods(b *testing.B, client kubernetes.Interface, ns string, nodes []str
 				pc.mu.Unlock()
 				continue // a replacement, or a pod first seen already leaving
 			}
-			if v := p.Annotations[sandbox.AnnotationExitAfterSeconds]; v != "" {
+			if v := p.Annotations[contract.SandboxExitAfterSeconds]; v != "" {
 				var f float64
 				_, _ = fmt.Sscan(v, &f)
 				pc.exit[p.UID] = f

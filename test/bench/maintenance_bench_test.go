@@ -34,6 +34,7 @@ import (
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/maintenance/azure"
 )
@@ -319,7 +320,7 @@ func (m *nodeMarks) observe(obj any) {
 	if mk == nil {
 		return
 	}
-	_, has := n.Annotations[maintenance.AnnotationEvents]
+	_, has := n.Annotations[contract.AnnotationMaintenanceEvents]
 	mk.hasReport = mk.hasReport || has
 	if mk.event == "" {
 		return

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // BenchmarkPoolDrift rolls a 100-node pool (2 pods a node, each taking 3 s to
@@ -131,12 +132,12 @@ func rollout(b *testing.B, c *controllerProcess, clientset kubernetes.Interface,
 		out, fresh := 0, 0
 		for _, n := range cur {
 			if slices.Contains(old, n.Name) {
-				if n.Spec.Unschedulable || n.DeletionTimestamp != nil || n.Annotations[v1alpha1.AnnotationDisruption] != "" {
+				if n.Spec.Unschedulable || n.DeletionTimestamp != nil || n.Annotations[contract.AnnotationDisruption] != "" {
 					out++
 				}
 				continue
 			}
-			if n.Annotations[v1alpha1.AnnotationImage] == image && nodeReady(&n) {
+			if n.Annotations[contract.AnnotationImage] == image && nodeReady(&n) {
 				fresh++
 			}
 		}

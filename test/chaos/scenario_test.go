@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/test/audit"
 )
@@ -183,7 +184,7 @@ func setScene(t *testing.T, env *sandboxtest.Env) *scene {
 	env.Create(t,
 		fixture.Deployment(ns, "web", 16, fixture.NodeSelector(s.poolLabels), fixture.Requests("100m", "128Mi"), fixture.GracePeriod(10), fixture.ExitsAfter(3)),
 		fixture.PDB(ns, "web", "web", fixture.MaxUnavailable("25%")),
-		fixture.Deployment(ns, "pinned", 1, fixture.NodeSelector(s.poolLabels), fixture.Annotate(v1alpha1.AnnotationDoNotDisrupt, "true")),
+		fixture.Deployment(ns, "pinned", 1, fixture.NodeSelector(s.poolLabels), fixture.Annotate(contract.AnnotationDoNotDisrupt, "true")),
 		fixture.Deployment(ns, "svc", 10, fixture.NodeSelector(s.maintLabels), fixture.GracePeriod(5), fixture.ExitsAfter(1)),
 		fixture.PDB(ns, "svc", "svc", fixture.MinAvailable("60%")))
 	env.WaitForPods(t, "app=web", 16)
@@ -192,7 +193,7 @@ func setScene(t *testing.T, env *sandboxtest.Env) *scene {
 	env.WaitForPDB(t, "web", 16)
 	env.WaitForPDB(t, "svc", 10)
 
-	s.patchNode(s.poolNodes[0], fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, v1alpha1.AnnotationDoNotDisrupt))
+	s.patchNode(s.poolNodes[0], fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, contract.AnnotationDoNotDisrupt))
 	s.protected[s.poolNodes[0]] = true
 	s.protected[pinned[0].Spec.NodeName] = true
 	for _, n := range slices.Backward(s.poolNodes) {
@@ -294,14 +295,14 @@ func event(id string, typ maintenance.Type, notBefore time.Time) maintenance.Eve
 // report writes what the node's agent would after reading the cloud's
 // metadata: the events announced now (none: the maintenance is over).
 func (s *scene) report(node string, events ...maintenance.Event) {
-	s.patchNode(node, annotate(maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAzure, false, events).Encode()))
+	s.patchNode(node, annotate(contract.AnnotationMaintenanceEvents, maintenance.NewReport(maintenance.SourceAzure, false, events).Encode()))
 }
 
 // reportRejected writes what an agent would after reading metadata with
 // only these unreadable parts.
 func (s *scene) reportRejected(node string, parts ...error) {
 	report := maintenance.NewReport(maintenance.SourceAzure, false, nil).WithRejected(parts)
-	s.patchNode(node, annotate(maintenance.AnnotationEvents, report.Encode()))
+	s.patchNode(node, annotate(contract.AnnotationMaintenanceEvents, report.Encode()))
 }
 
 func annotate(key, value string) string {
@@ -494,8 +495,8 @@ func (s *scene) rolledOut(ctx context.Context) (bool, error) {
 		if s.protected[n.Name] {
 			want = "img-1"
 		}
-		_, marked := n.Annotations[v1alpha1.AnnotationDisruption]
-		if marked || n.Annotations[v1alpha1.AnnotationImage] != want || !sandboxtest.NodeReady(&n) || n.Spec.Unschedulable {
+		_, marked := n.Annotations[contract.AnnotationDisruption]
+		if marked || n.Annotations[contract.AnnotationImage] != want || !sandboxtest.NodeReady(&n) || n.Spec.Unschedulable {
 			return false, nil
 		}
 	}

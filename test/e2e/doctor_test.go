@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/doctor"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
@@ -41,7 +41,7 @@ func TestDoctorTellsTheReferenceStory(t *testing.T) {
 		fixture.Deployment(ns, "api", 2, on, fixture.Requests("1500m", "1Gi")),
 		fixture.Pod(ns, "debug", fixture.OnNode(upgrading)),
 		fixture.Deployment(ns, "cache", 1, on, fixture.EmptyDir()),
-		fixture.Deployment(ns, "pinned", 1, on, fixture.Annotate(drain.AnnotationDoNotDisrupt, "true")),
+		fixture.Deployment(ns, "pinned", 1, on, fixture.Annotate(contract.AnnotationDoNotDisrupt, "true")),
 	)
 	env.WaitForPods(t, "app in (checkout,api,debug,cache,pinned)", 6)
 	spotPool := fixture.AKSPool(sandboxtest.UniqueName("spot"), 1, fixture.Spot(), fixture.WithLabels(group))
@@ -98,7 +98,7 @@ func TestDoctorTellsTheReferenceStory(t *testing.T) {
 	}
 
 	// A node that stopped reporting.
-	patch := []byte(`{"metadata":{"annotations":{"` + sandbox.AnnotationNotReady + `":"true"}}}`)
+	patch := []byte(`{"metadata":{"annotations":{"` + contract.SandboxNotReady + `":"true"}}}`)
 	if _, err := env.Client.CoreV1().Nodes().Patch(context.Background(), healthy[1].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -47,7 +48,7 @@ func New(kube client.Reader, clk clock.Clock, queue Queue, identity string, pool
 
 // SetupWithManager watches nodes whose claim changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	claimOf := func(obj client.Object) string { return obj.GetAnnotations()[drain.AnnotationDrain] }
+	claimOf := func(obj client.Object) string { return obj.GetAnnotations()[contract.AnnotationDrain] }
 	changed := predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return claimOf(e.Object) != "" },
 		UpdateFunc:  func(e event.UpdateEvent) bool { return claimOf(e.ObjectOld) != claimOf(e.ObjectNew) },

@@ -38,6 +38,7 @@ import (
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -164,7 +165,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// A pool whose provider this controller does not run keeps no
 	// finalizer: nothing here could delete its machines.
 	managed := pool != nil && pool.Spec.Provider.Manages() && c.machines.Serves(pool.Spec.Provider.Name)
-	has := controllerutil.ContainsFinalizer(node, v1alpha1.FinalizerTermination)
+	has := controllerutil.ContainsFinalizer(node, contract.FinalizerTermination)
 	switch {
 	case node.DeletionTimestamp.IsZero() && managed && !has:
 		return reconcile.Result{}, c.setFinalizer(ctx, node, true)
@@ -280,7 +281,7 @@ func (c *Controller) admit(ctx context.Context, node *corev1.Node, pool *v1alpha
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
 	}
-	node.Annotations[v1alpha1.AnnotationDisruption] = next.String()
+	node.Annotations[contract.AnnotationDisruption] = next.String()
 	// Admissions are serialized here and only this controller writes the
 	// Terminating record, so the patch needs no lock (a lock would fail on
 	// every status heartbeat of the node).
@@ -346,12 +347,12 @@ func (c *Controller) room(ctx context.Context, node *corev1.Node, pool *v1alpha1
 
 // waitingDeletion: deleted, and not yet admitted to drain.
 func waitingDeletion(n *corev1.Node) bool {
-	if n.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(n, v1alpha1.FinalizerTermination) {
+	if n.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(n, contract.FinalizerTermination) {
 		return false
 	}
 	// A node the disruption controller chose and deleted was counted when
 	// it was chosen, and is admitted without waiting: it counts.
-	_, recorded := n.Annotations[v1alpha1.AnnotationDisruption]
+	_, recorded := n.Annotations[contract.AnnotationDisruption]
 	return !recorded
 }
 
@@ -407,9 +408,9 @@ func (c *Controller) setFinalizer(ctx context.Context, node *corev1.Node, on boo
 	orig := node.DeepCopy()
 	changed := false
 	if on {
-		changed = controllerutil.AddFinalizer(node, v1alpha1.FinalizerTermination)
+		changed = controllerutil.AddFinalizer(node, contract.FinalizerTermination)
 	} else {
-		changed = controllerutil.RemoveFinalizer(node, v1alpha1.FinalizerTermination)
+		changed = controllerutil.RemoveFinalizer(node, contract.FinalizerTermination)
 	}
 	if !changed {
 		return nil

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
@@ -95,7 +96,7 @@ func settleAgentCordon(n *corev1.Node, st state, recorded bool, now time.Time) (
 	what, id := agentCordonOf(n, st, recorded)
 	switch what {
 	case keepAgentCordon:
-		n.Annotations[drain.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
+		n.Annotations[contract.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
 	case liftOrphanedCordon:
 		if !ready(n) {
 			return noAgentCordon, "" // as finish: back in service once Ready

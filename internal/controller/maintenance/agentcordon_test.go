@@ -8,6 +8,7 @@ import (
 
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/maintenance/azure"
@@ -34,7 +35,7 @@ func TestTheAgentCordonsAPreemptedNodeAndTheControllerOwnsTheCordon(t *testing.T
 	n := s.getNode(t)
 	if !n.Spec.Unschedulable || drain.CordonedBy(n) != drain.MaintenanceOwner("preempt-a") {
 		t.Fatalf("after the agent's first report: unschedulable=%v cordoned-by=%q; want the report's own write to cordon it for maintenance/preempt-a",
-			n.Spec.Unschedulable, n.Annotations[drain.AnnotationCordonedBy])
+			n.Spec.Unschedulable, n.Annotations[contract.AnnotationCordonedBy])
 	}
 
 	startController(t, s.env)
@@ -44,9 +45,9 @@ func TestTheAgentCordonsAPreemptedNodeAndTheControllerOwnsTheCordon(t *testing.T
 	})
 	s.azure.Finish("preempt-a") // the platform took the event back
 	s.waitForReason(t, 15*time.Second, "Uncordoned")
-	if n := s.getNode(t); n.Spec.Unschedulable || hasTaint(n) || n.Annotations[drain.AnnotationCordonedBy] != "" {
+	if n := s.getNode(t); n.Spec.Unschedulable || hasTaint(n) || n.Annotations[contract.AnnotationCordonedBy] != "" {
 		t.Errorf("after the event: unschedulable=%v taint=%v cordoned-by=%q; want the controller to take its cordon back",
-			n.Spec.Unschedulable, hasTaint(n), n.Annotations[drain.AnnotationCordonedBy])
+			n.Spec.Unschedulable, hasTaint(n), n.Annotations[contract.AnnotationCordonedBy])
 	}
 }
 
@@ -69,9 +70,9 @@ func TestTheControllerLiftsTheAgentsCordonWhenThePoolSaysNone(t *testing.T) {
 
 	s.waitForReason(t, 20*time.Second, "Uncordoned")
 	n := s.getNode(t)
-	if n.Spec.Unschedulable || hasTaint(n) || n.Annotations[drain.AnnotationCordonedBy] != "" {
+	if n.Spec.Unschedulable || hasTaint(n) || n.Annotations[contract.AnnotationCordonedBy] != "" {
 		t.Errorf("unschedulable=%v taint=%v cordoned-by=%q; want the agent's cordon lifted for a pool that says None",
-			n.Spec.Unschedulable, hasTaint(n), n.Annotations[drain.AnnotationCordonedBy])
+			n.Spec.Unschedulable, hasTaint(n), n.Annotations[contract.AnnotationCordonedBy])
 	}
 	if ev, phase, ok := mcontroller.PhaseOf(n); !ok || ev != "preempt-b" || phase != mcontroller.PhaseObserved {
 		t.Errorf("record: event %q phase %q (recorded %v); want preempt-b Observed", ev, phase, ok)
@@ -105,7 +106,7 @@ func TestTheControllerLiftsAnAgentsCordonWhoseEventEndedUnseen(t *testing.T) {
 
 	startController(t, s.env)
 	s.waitForReason(t, 20*time.Second, "Uncordoned")
-	if n := s.getNode(t); n.Spec.Unschedulable || n.Annotations[drain.AnnotationCordonedBy] != "" {
-		t.Errorf("unschedulable=%v cordoned-by=%q; want the orphaned cordon lifted", n.Spec.Unschedulable, n.Annotations[drain.AnnotationCordonedBy])
+	if n := s.getNode(t); n.Spec.Unschedulable || n.Annotations[contract.AnnotationCordonedBy] != "" {
+		t.Errorf("unschedulable=%v cordoned-by=%q; want the orphaned cordon lifted", n.Spec.Unschedulable, n.Annotations[contract.AnnotationCordonedBy])
 	}
 }

@@ -28,7 +28,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
-	"github.com/sluice-dev/sluice/pkg/maintenance"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // FieldManager names sluice's writes to the API server.
@@ -188,12 +188,12 @@ func (c *Controller) wakeNode(name string) {
 	}
 }
 
-var watchedAnnotations = []string{maintenance.AnnotationEvents, maintenance.AnnotationState, maintenance.AnnotationApproved, maintenance.AnnotationApprove}
+var watchedAnnotations = []string{contract.AnnotationMaintenanceEvents, contract.AnnotationMaintenanceState, contract.AnnotationMaintenanceApproved, contract.AnnotationMaintenanceApprove}
 
 func hasMaintenance(obj client.Object) bool {
 	a := obj.GetAnnotations()
-	_, report := a[maintenance.AnnotationEvents]
-	_, st := a[maintenance.AnnotationState]
+	_, report := a[contract.AnnotationMaintenanceEvents]
+	_, st := a[contract.AnnotationMaintenanceState]
 	return report || st
 }
 

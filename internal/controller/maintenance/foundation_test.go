@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/maintenance/azure"
@@ -156,7 +157,7 @@ func TestDaemonSetPodsStillLandOnACordonedNode(t *testing.T) {
 	s.waitForPhase(t, 15*time.Second, mcontroller.PhaseCordoned)
 	n := s.getNode(t)
 	for _, taint := range n.Spec.Taints {
-		if taint.Key == mcontroller.TaintKey && taint.Effect != corev1.TaintEffectPreferNoSchedule {
+		if taint.Key == contract.TaintMaintenance && taint.Effect != corev1.TaintEffectPreferNoSchedule {
 			t.Errorf("taint %s has effect %s; want PreferNoSchedule", taint.Key, taint.Effect)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -47,7 +48,7 @@ func FuzzState(f *testing.F) {
 	}}}}
 	f.Fuzz(func(t *testing.T, rawState, rawReport string) {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{
-			maintenance.AnnotationState: rawState, maintenance.AnnotationEvents: rawReport}}}
+			contract.AnnotationMaintenanceState: rawState, contract.AnnotationMaintenanceEvents: rawReport}}}
 		if st, ok := stateOf(node); ok {
 			event, phase, _ := PhaseOf(node)
 			if st.Event == "" || event != st.Event || phase != st.Phase {
@@ -90,7 +91,7 @@ func FuzzState(f *testing.F) {
 func recordRoundTrip(t *testing.T, st state) state {
 	t.Helper()
 	enc := st.encode()
-	back, ok := stateOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{maintenance.AnnotationState: enc}}})
+	back, ok := stateOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.AnnotationMaintenanceState: enc}}})
 	if !ok || back.encode() != enc {
 		t.Fatalf("record %+v encodes as %q, which reads back as %+v (%t)", st, enc, back, ok)
 	}

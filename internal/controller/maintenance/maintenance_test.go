@@ -14,6 +14,7 @@ import (
 
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/maintenance/aws"
 	"github.com/sluice-dev/sluice/pkg/maintenance/azure"
@@ -102,7 +103,7 @@ func TestAzureFreezeAndRebootChangeNothingButOptInPods(t *testing.T) {
 	quick := []fixture.PodOption{s.onPool, fixture.GracePeriod(5), fixture.ExitsAfter(1)}
 	s.env.Create(t,
 		fixture.Deployment(ns, "steady", 2, quick...),
-		fixture.Deployment(ns, "latency", 1, append(quick, fixture.Label(mcontroller.LabelEvictOnFreeze, "true"))...),
+		fixture.Deployment(ns, "latency", 1, append(quick, fixture.Label(contract.LabelEvictOnFreeze, "true"))...),
 		fixture.Deployment(ns, "aks-latency", 1, append(quick, fixture.Label("remediator.kubernetes.azure.com/onFreeze", "true"))...),
 	)
 	before := s.env.WaitForPods(t, "", 4)
@@ -160,14 +161,14 @@ func TestAzureRedeployDrainsApprovesAndUncordonsAfterwards(t *testing.T) {
 	// agent's report without the event is what would make the controller
 	// act; once it is on the node, the controller has it in hand.
 	s.env.WaitFor(t, 10*time.Second, "the agent's report without redeploy-1", func(context.Context) (bool, error) {
-		return !strings.Contains(s.getNode(t).Annotations[maintenance.AnnotationEvents], "redeploy-1"), nil
+		return !strings.Contains(s.getNode(t).Annotations[contract.AnnotationMaintenanceEvents], "redeploy-1"), nil
 	})
 	s.holds(t, 2*time.Second, "the node stays cordoned while NotReady", func(n *corev1.Node) bool { return n.Spec.Unschedulable })
 	setNotReady(t, s, false)
 	s.waitForReason(t, 30*time.Second, "Uncordoned")
 	n := s.getNode(t)
-	if n.Spec.Unschedulable || hasTaint(n) || n.Annotations[maintenance.AnnotationState] != "" {
-		t.Errorf("after the Redeploy: unschedulable=%v taint=%v state=%q; want all cleared", n.Spec.Unschedulable, hasTaint(n), n.Annotations[maintenance.AnnotationState])
+	if n.Spec.Unschedulable || hasTaint(n) || n.Annotations[contract.AnnotationMaintenanceState] != "" {
+		t.Errorf("after the Redeploy: unschedulable=%v taint=%v state=%q; want all cleared", n.Spec.Unschedulable, hasTaint(n), n.Annotations[contract.AnnotationMaintenanceState])
 	}
 }
 
@@ -209,7 +210,7 @@ func TestAWSCanceledEventUncordons(t *testing.T) {
 	if n := s.getNode(t); !n.Spec.Unschedulable {
 		t.Fatalf("a retirement did not cordon the node")
 	}
-	if n := s.getNode(t); n.Annotations[maintenance.AnnotationApprove] != "" {
+	if n := s.getNode(t); n.Annotations[contract.AnnotationMaintenanceApprove] != "" {
 		t.Errorf("asked to approve an AWS event, which has no approval call")
 	}
 	s.aws.SetMaintenanceState("instance-event-0a1b2c3d4e5f60718", "canceled")

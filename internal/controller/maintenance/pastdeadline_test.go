@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
@@ -25,7 +26,7 @@ func TestPastDeadlineCountsNodesStillHoldingPodsTheDrainHadToMove(t *testing.T) 
 	clk := clocktesting.NewFakeClock(deadline.Add(-time.Minute))
 	blocked := func(name, event string) *corev1.Node {
 		st := state{Event: event, Type: maintenance.TypeRedeploy, Phase: PhaseBlocked, Deadline: &deadline}
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{maintenance.AnnotationState: st.encode()}}}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{contract.AnnotationMaintenanceState: st.encode()}}}
 	}
 	pod := func(name, node string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
@@ -80,7 +81,7 @@ func TestPastDeadlineCountsNodesStillHoldingPodsTheDrainHadToMove(t *testing.T) 
 	if err := kube.Get(context.Background(), client.ObjectKey{Name: "ended"}, ended); err != nil {
 		t.Fatal(err)
 	}
-	delete(ended.Annotations, maintenance.AnnotationState)
+	delete(ended.Annotations, contract.AnnotationMaintenanceState)
 	if err := kube.Update(context.Background(), ended); err != nil {
 		t.Fatal(err)
 	}

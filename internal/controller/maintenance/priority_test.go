@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -20,10 +21,10 @@ func nodeWith(t *testing.T, name, recorded string, events ...maintenance.Event) 
 	t.Helper()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}}}
 	if len(events) > 0 {
-		n.Annotations[maintenance.AnnotationEvents] = maintenance.Report{Events: events}.Encode()
+		n.Annotations[contract.AnnotationMaintenanceEvents] = maintenance.Report{Events: events}.Encode()
 	}
 	if recorded != "" {
-		n.Annotations[maintenance.AnnotationState] = state{Event: recorded, Phase: PhaseDraining}.encode()
+		n.Annotations[contract.AnnotationMaintenanceState] = state{Event: recorded, Phase: PhaseDraining}.encode()
 	}
 	return n
 }
@@ -71,7 +72,7 @@ func TestANewEventBesideTheRecordedOneAlsoJumpsTheQueue(t *testing.T) {
 		t.Error("the recorded Freeze alone counts as new")
 	}
 	bad := nodeWith(t, "n", "")
-	bad.Annotations[maintenance.AnnotationEvents] = "{not json"
+	bad.Annotations[contract.AnnotationMaintenanceEvents] = "{not json"
 	if hasNewEvent(bad) {
 		t.Error("an unreadable report counts as a new event")
 	}

@@ -11,13 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
-
-// TaintKey marks a node cordoned for a maintenance event (value: the event
-// type), for tools that look at taints rather than spec.unschedulable.
-const TaintKey = "sluice.dev/maintenance"
 
 // TaintEffect is PreferNoSchedule: the cordon already keeps new pods off the
 // node, and a NoSchedule taint would also keep off the DaemonSet pods a
@@ -28,7 +25,6 @@ const TaintEffect = corev1.TaintEffectPreferNoSchedule
 // Labels by which pods opt in to eviction before a Freeze: sluice's own, and
 // AKS's, so workloads labelled for AKS node auto-drain keep working.
 const (
-	LabelEvictOnFreeze    = "sluice.dev/evict-on-freeze"
 	labelAKSEvictOnFreeze = "remediator.kubernetes.azure.com/onFreeze"
 )
 
@@ -135,12 +131,12 @@ func (c *Controller) forgetStaleOwner(ctx context.Context, node *corev1.Node) (*
 	if !node.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
-	if node.Spec.Unschedulable || node.Annotations[drain.AnnotationCordonedBy] == "" {
+	if node.Spec.Unschedulable || node.Annotations[contract.AnnotationCordonedBy] == "" {
 		return node, nil
 	}
 	return c.update(ctx, node.Name, func(n *corev1.Node) error {
 		if !n.Spec.Unschedulable {
-			delete(n.Annotations, drain.AnnotationCordonedBy)
+			delete(n.Annotations, contract.AnnotationCordonedBy)
 		}
 		return nil
 	})
@@ -261,15 +257,15 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 		rec = st
 		agent, agentFor = noAgentCordon, ""
 		if hadOld && drain.CordonedBy(n) == drain.MaintenanceOwner(old.Event) {
-			n.Annotations[drain.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
+			n.Annotations[contract.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
 		} else {
 			agent, agentFor = settleAgentCordon(n, rec, true, c.clock.Now())
 		}
 		if cordonNow {
 			cordoned = cordonAndTaint(n, &rec)
 		}
-		n.Annotations[maintenance.AnnotationState] = rec.encode()
-		delete(n.Annotations, maintenance.AnnotationApprove)
+		n.Annotations[contract.AnnotationMaintenanceState] = rec.encode()
+		delete(n.Annotations, contract.AnnotationMaintenanceApprove)
 		return nil
 	})
 	if err != nil {
@@ -309,7 +305,7 @@ func describe(e maintenance.Event, st state, policy Policy) string {
 	case st.ApproveAtOnce:
 		msg += ": approving it at once and leaving the node alone (userInitiated: Approve)"
 	case st.OptIn:
-		msg += ": evicting the pods labelled " + LabelEvictOnFreeze + " or " + labelAKSEvictOnFreeze + ", if any"
+		msg += ": evicting the pods labelled " + contract.LabelEvictOnFreeze + " or " + labelAKSEvictOnFreeze + ", if any"
 	case st.Action == ActionDrain:
 		msg += ": cordon and drain"
 	case st.Action == ActionCordon:
@@ -438,8 +434,8 @@ func (c *Controller) cordon(ctx context.Context, name string, st state, phase Ph
 func cordonAndTaint(n *corev1.Node, st *state) bool {
 	// Already cordoned for this event (by its agent, or an earlier pass) is ours too.
 	cordoned := drain.Cordon(n, drain.MaintenanceOwner(st.Event)) || drain.CordonedBy(n) == drain.MaintenanceOwner(st.Event)
-	if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey }) {
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintKey, Value: string(st.Type), Effect: TaintEffect})
+	if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == contract.TaintMaintenance }) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: contract.TaintMaintenance, Value: string(st.Type), Effect: TaintEffect})
 		st.Tainted = true
 	}
 	st.Phase = PhaseCordoned
@@ -455,7 +451,7 @@ func (c *Controller) cordoned(node *corev1.Node, st state, byUs bool) {
 	if byUs {
 		how = "cordoned"
 	}
-	c.recorder.Eventf(node, corev1.EventTypeNormal, "CordonStarted", "sluice: %s for %s event %s; tainted %s=%s:%s", how, st.Type, st.Event, TaintKey, st.Type, TaintEffect)
+	c.recorder.Eventf(node, corev1.EventTypeNormal, "CordonStarted", "sluice: %s for %s event %s; tainted %s=%s:%s", how, st.Type, st.Event, contract.TaintMaintenance, st.Type, TaintEffect)
 }
 
 // setPhase moves the record to phase if it is still about event.
@@ -482,9 +478,9 @@ func (c *Controller) updateState(ctx context.Context, name, event string, change
 			return err
 		}
 		if keep {
-			n.Annotations[maintenance.AnnotationState] = cur.encode()
+			n.Annotations[contract.AnnotationMaintenanceState] = cur.encode()
 		} else {
-			delete(n.Annotations, maintenance.AnnotationState)
+			delete(n.Annotations, contract.AnnotationMaintenanceState)
 		}
 		return nil
 	})
@@ -514,11 +510,11 @@ func (c *Controller) approve(ctx context.Context, node *corev1.Node, st state, e
 		c.recorder.Eventf(node, corev1.EventTypeNormal, "EventApproved", "sluice: %s; the platform was told it may start %s event %s now", why, st.Type, st.Event)
 		return nil
 	}
-	if !policy.ApproveEarly() && !st.ApproveAtOnce || !report.Approvable || e.Status != maintenance.StatusScheduled || node.Annotations[maintenance.AnnotationApprove] == st.Event {
+	if !policy.ApproveEarly() && !st.ApproveAtOnce || !report.Approvable || e.Status != maintenance.StatusScheduled || node.Annotations[contract.AnnotationMaintenanceApprove] == st.Event {
 		return nil
 	}
 	_, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
-		n.Annotations[maintenance.AnnotationApprove] = st.Event
+		n.Annotations[contract.AnnotationMaintenanceApprove] = st.Event
 		return nil
 	})
 	return err
@@ -539,9 +535,9 @@ func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (t
 			return true, err
 		}
 		if cur.Tainted {
-			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintKey })
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == contract.TaintMaintenance })
 		}
-		delete(n.Annotations, maintenance.AnnotationApprove)
+		delete(n.Annotations, contract.AnnotationMaintenanceApprove)
 		return false, nil
 	})
 	if err != nil {
@@ -577,7 +573,7 @@ func ready(node *corev1.Node) bool {
 
 // optedIn reports whether a pod asked to be evicted before a Freeze.
 func optedIn(p *corev1.Pod) bool {
-	if p.Labels[LabelEvictOnFreeze] == "true" {
+	if p.Labels[contract.LabelEvictOnFreeze] == "true" {
 		return true
 	}
 	v, ok := p.Labels[labelAKSEvictOnFreeze]

@@ -22,6 +22,7 @@ import (
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/maintenance/aws"
 	"github.com/sluice-dev/sluice/pkg/maintenance/azure"
@@ -251,7 +252,7 @@ func (s *scene) holds(t *testing.T, window time.Duration, what string, cond func
 }
 
 func hasTaint(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == mcontroller.TaintKey })
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == contract.TaintMaintenance })
 }
 
 // rfc1123 formats a time as Scheduled Events does.

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -22,7 +23,7 @@ const (
 )
 
 // state is the controller's state for the event it acts on, kept on the node
-// (maintenance.AnnotationState).
+// (contract.AnnotationMaintenanceState).
 type state struct {
 	Event  string             `json:"event"`
 	Type   maintenance.Type   `json:"type"`
@@ -43,7 +44,7 @@ type state struct {
 
 func stateOf(node *corev1.Node) (state, bool) {
 	var r state
-	raw, ok := node.Annotations[maintenance.AnnotationState]
+	raw, ok := node.Annotations[contract.AnnotationMaintenanceState]
 	if !ok || json.Unmarshal([]byte(raw), &r) != nil || r.Event == "" {
 		return state{}, false
 	}

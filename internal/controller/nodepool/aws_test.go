@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider/awsasg/mototest"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // A pool of an EC2 Auto Scaling group (moto) drifts: the controller
@@ -94,8 +95,8 @@ func (s *scene) driftAndReplaceAll(t *testing.T, before []string) []string {
 	var ids []string
 	for _, n := range nodes {
 		ids = append(ids, n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:])
-		if n.Annotations[v1alpha1.AnnotationMachine] == "" {
-			t.Errorf("replacement %s carries no %s annotation", n.Name, v1alpha1.AnnotationMachine)
+		if n.Annotations[contract.AnnotationMachine] == "" {
+			t.Errorf("replacement %s carries no %s annotation", n.Name, contract.AnnotationMachine)
 		}
 	}
 	slices.Sort(ids)

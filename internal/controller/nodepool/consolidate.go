@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // Defaults of the consolidation options.
@@ -119,7 +120,7 @@ func (c *Controller) consolidationOff(pool *v1alpha1.NodePool, v *view, now time
 		return "drifted or expired nodes are replaced first", false
 	}
 	for _, n := range v.Nodes {
-		if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked || !n.DeletionTimestamp.IsZero() {
+		if _, marked := n.Annotations[contract.AnnotationDisruption]; marked || !n.DeletionTimestamp.IsZero() {
 			return "a disruption is under way", true
 		}
 	}
@@ -229,7 +230,7 @@ func (c *Controller) act(ctx context.Context, pool *v1alpha1.NodePool, v *view, 
 // controller has put its finalizer on the node a delete would not drain it:
 // the node waits (advanceAll tries again).
 func (c *Controller) remove(ctx context.Context, n *corev1.Node) error {
-	if !slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination) || !n.DeletionTimestamp.IsZero() {
+	if !slices.Contains(n.Finalizers, contract.FinalizerTermination) || !n.DeletionTimestamp.IsZero() {
 		return nil
 	}
 	uid := n.UID

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // consolidateSoon turns consolidation on: nodes qualify 2 s after their last
@@ -105,7 +106,7 @@ func TestConsolidationDropsADecisionTheClusterMovedAwayFrom(t *testing.T) {
 		if err := s.kube.Get(context.Background(), client.ObjectKey{Name: n}, node); err != nil {
 			t.Fatal(err)
 		}
-		if rec, marked := node.Annotations[v1alpha1.AnnotationDisruption]; marked {
+		if rec, marked := node.Annotations[contract.AnnotationDisruption]; marked {
 			t.Fatalf("node %s was marked after the decision was dropped: %s", n, rec)
 		}
 	}

@@ -36,7 +36,7 @@ import (
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
-	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // Machines makes and removes a pool's machines (internal/provider.Set).
@@ -321,7 +321,7 @@ func (c *Controller) wakePool(name string) {
 // changed.
 var upgradeControlChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetAnnotations()[v1alpha1.AnnotationUpgrade] != e.ObjectNew.GetAnnotations()[v1alpha1.AnnotationUpgrade]
+		return e.ObjectOld.GetAnnotations()[contract.AnnotationUpgrade] != e.ObjectNew.GetAnnotations()[contract.AnnotationUpgrade]
 	},
 	CreateFunc:  func(event.CreateEvent) bool { return false },
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
@@ -344,7 +344,7 @@ func (c *Controller) settleMarks(v *view, now time.Time) {
 		if !ok {
 			continue
 		}
-		_, shown := n.Annotations[v1alpha1.AnnotationDisruption]
+		_, shown := n.Annotations[contract.AnnotationDisruption]
 		if shown || now.Sub(at) > markWait {
 			delete(c.marked, n.Name)
 			continue
@@ -363,10 +363,10 @@ func (c *Controller) mark(node string, now time.Time) {
 // withoutClaim is a node's annotations with the drain claim's value blanked
 // (its presence kept).
 func withoutClaim(a map[string]string) map[string]string {
-	if _, ok := a[drain.AnnotationDrain]; !ok {
+	if _, ok := a[contract.AnnotationDrain]; !ok {
 		return a
 	}
 	out := maps.Clone(a)
-	out[drain.AnnotationDrain] = ""
+	out[contract.AnnotationDrain] = ""
 	return out
 }

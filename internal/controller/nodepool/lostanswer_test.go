@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/test/audit"
 )
 
@@ -51,7 +52,7 @@ func TestALostAnswerToAMarkCountsAgainstTheBudget(t *testing.T) {
 			if slices.Contains(before, n.Name) {
 				return false, nil
 			}
-			if n.Annotations[v1alpha1.AnnotationImage] == "img-2" && ready(n) {
+			if n.Annotations[contract.AnnotationImage] == "img-2" && ready(n) {
 				fresh++
 			}
 		}
@@ -85,7 +86,7 @@ func (l *loseFirstMark) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	resp, err := l.next.RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(v1alpha1.AnnotationDisruption)) ||
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(contract.AnnotationDisruption)) ||
 		!l.lost.CompareAndSwap(false, true) {
 		return resp, err
 	}
@@ -121,7 +122,7 @@ func TestAFailedGiveUpStillCountsAgainstTheBudget(t *testing.T) {
 		nodes, err := s.nodes(ctx)
 		count := 0
 		for _, n := range nodes {
-			if _, ok := n.Annotations[v1alpha1.AnnotationDisruption]; ok {
+			if _, ok := n.Annotations[contract.AnnotationDisruption]; ok {
 				count++
 			}
 		}
@@ -156,7 +157,7 @@ func (f *failFirstGiveUp) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
-	if !bytes.Contains(body, []byte(`"`+v1alpha1.AnnotationDisruption+`":null`)) || !f.failed.CompareAndSwap(false, true) {
+	if !bytes.Contains(body, []byte(`"`+contract.AnnotationDisruption+`":null`)) || !f.failed.CompareAndSwap(false, true) {
 		return f.next.RoundTrip(req)
 	}
 	return nil, errors.New("connection reset by peer (the test failed this write)")

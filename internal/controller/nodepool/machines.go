@@ -10,11 +10,12 @@ import (
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // Indexes of the shared cache's Nodes.
 const (
-	indexMachine    = "sluice.dev/machine" // every name a Node is known by as a machine
+	indexMachine    = "machine-names" // every name a Node is known by as a machine
 	indexProviderID = "spec.providerID"
 )
 
@@ -24,7 +25,7 @@ const (
 // on it, or the one its provider reads from it), else by the providerID the
 // record noted at launch, else (a record written before that) by the
 // providerID the provider gives the machine now. The machine's name is then
-// noted on the Node (v1alpha1.AnnotationMachine), so every later look, and
+// noted on the Node (contract.AnnotationMachine), so every later look, and
 // the pool's accounting of replacements, finds it from the cache alone. A
 // replacement that is not a Node yet is a NotFound error.
 func (c *Controller) replacementNode(ctx context.Context, pool *v1alpha1.NodePool, rec *disruption.Record) (*corev1.Node, error) {
@@ -54,10 +55,10 @@ func (c *Controller) replacementNode(ctx context.Context, pool *v1alpha1.NodePoo
 		}
 	}
 	if provider.MachineName(n) != rec.Replacement && !c.opts.DryRun {
-		if err := c.patchNode(ctx, n, func(m *corev1.Node) { setAnnotation(m, v1alpha1.AnnotationMachine, rec.Replacement) }); err != nil {
+		if err := c.patchNode(ctx, n, func(m *corev1.Node) { setAnnotation(m, contract.AnnotationMachine, rec.Replacement) }); err != nil {
 			return nil, err
 		}
-		setAnnotation(n, v1alpha1.AnnotationMachine, rec.Replacement)
+		setAnnotation(n, contract.AnnotationMachine, rec.Replacement)
 	}
 	return n, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // The controller stops a pool exactly when status and explain say it is
@@ -27,7 +28,7 @@ func TestPausedHasOneMeaning(t *testing.T) {
 	} {
 		pool := &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 		if c.annotation != "" {
-			pool.Annotations = map[string]string{v1alpha1.AnnotationDoNotDisrupt: c.annotation}
+			pool.Annotations = map[string]string{contract.AnnotationDoNotDisrupt: c.annotation}
 		}
 		if c.spec {
 			pool.Spec.Disruption = &v1alpha1.DisruptionSpec{Paused: paused}

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -49,7 +50,7 @@ func TestDriftReplacesEveryNodeWithinTheBudget(t *testing.T) {
 			if slices.Contains(before, n.Name) {
 				return false, nil
 			}
-			if n.Annotations[v1alpha1.AnnotationImage] == "img-2" && ready(n) {
+			if n.Annotations[contract.AnnotationImage] == "img-2" && ready(n) {
 				fresh++
 			}
 		}
@@ -107,7 +108,7 @@ func TestDeletingANodeDrainsItFirst(t *testing.T) {
 		if err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, n); err != nil {
 			return false, err
 		}
-		return slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination), nil
+		return slices.Contains(n.Finalizers, contract.FinalizerTermination), nil
 	})
 	podsThere := s.podsOn(t, victim)
 	if len(podsThere) == 0 {
@@ -200,7 +201,7 @@ func TestBudgetWindowHoldsDriftUntilItCloses(t *testing.T) {
 			return true
 		}
 		for _, n := range nodes {
-			if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil {
+			if _, marked := n.Annotations[contract.AnnotationDisruption]; marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil {
 				return false
 			}
 		}
@@ -304,14 +305,14 @@ func TestDoNotDisruptKeepsNodesFromDrift(t *testing.T) {
 	})
 	nodes := s.waitNodes(t, 5, time.Minute)
 	protected := map[string]fixture.PodOption{
-		nodes[0]: fixture.Annotate(v1alpha1.AnnotationDoNotDisrupt, "true"),
+		nodes[0]: fixture.Annotate(contract.AnnotationDoNotDisrupt, "true"),
 		nodes[1]: fixture.Annotate("karpenter.sh/do-not-disrupt", "true"),
 		nodes[2]: fixture.Annotate("cluster-autoscaler.kubernetes.io/safe-to-evict", "false"),
 	}
 	for node, opt := range protected {
 		s.env.Create(t, fixture.Pod(s.env.Namespace, "keep-"+node, fixture.OnNode(node), opt))
 	}
-	s.annotateNode(t, nodes[3], v1alpha1.AnnotationDoNotDisrupt, "true")
+	s.annotateNode(t, nodes[3], contract.AnnotationDoNotDisrupt, "true")
 	s.start(t)
 	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
 	s.env.WaitFor(t, 2*time.Minute, nodes[4]+" replaced", func(ctx context.Context) (bool, error) {
@@ -324,7 +325,7 @@ func TestDoNotDisruptKeepsNodesFromDrift(t *testing.T) {
 			if err := s.kube.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
 				return false
 			}
-			if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil {
+			if _, marked := n.Annotations[contract.AnnotationDisruption]; marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil {
 				return false
 			}
 		}
@@ -418,7 +419,7 @@ func TestPreemptDuringDriftIsHandledAtOnce(t *testing.T) {
 			return false, err
 		}
 		for _, n := range nodes {
-			if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked {
+			if _, marked := n.Annotations[contract.AnnotationDisruption]; marked {
 				first = n.Name
 				return true, nil
 			}
@@ -434,7 +435,7 @@ func TestPreemptDuringDriftIsHandledAtOnce(t *testing.T) {
 	}
 	preempt := maintenance.Event{ID: "preempt-" + victim, Source: maintenance.SourceAzure, Type: maintenance.TypePreempt,
 		Status: maintenance.StatusScheduled, NotBefore: time.Now().Add(30 * time.Second), Deadline: time.Now().Add(30 * time.Second)}
-	s.annotateNode(t, victim, maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAzure, false, []maintenance.Event{preempt}).Encode())
+	s.annotateNode(t, victim, contract.AnnotationMaintenanceEvents, maintenance.NewReport(maintenance.SourceAzure, false, []maintenance.Event{preempt}).Encode())
 	reported := time.Now()
 	s.env.WaitFor(t, 5*time.Second, victim+" cordoned for the Preempt", func(ctx context.Context) (bool, error) {
 		n := &corev1.Node{}
@@ -452,7 +453,7 @@ func TestPreemptDuringDriftIsHandledAtOnce(t *testing.T) {
 			return true
 		}
 		for _, n := range nodes {
-			if _, marked := n.Annotations[v1alpha1.AnnotationDisruption]; marked && n.Name != first {
+			if _, marked := n.Annotations[contract.AnnotationDisruption]; marked && n.Name != first {
 				return false
 			}
 		}
@@ -460,7 +461,7 @@ func TestPreemptDuringDriftIsHandledAtOnce(t *testing.T) {
 	})
 	// The event ends (the cloud took nothing after all): the drift resumes
 	// and finishes the pool, the once-preempted node included.
-	s.annotateNode(t, victim, maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAzure, false, nil).Encode())
+	s.annotateNode(t, victim, contract.AnnotationMaintenanceEvents, maintenance.NewReport(maintenance.SourceAzure, false, nil).Encode())
 	s.waitReplaced(t, 3*time.Minute, "every node replaced", before, 4)
 }
 
@@ -473,7 +474,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	before := s.waitNodes(t, 2, time.Minute)
 	preempt := maintenance.Event{ID: "preempt-dry", Source: maintenance.SourceAzure, Type: maintenance.TypePreempt,
 		Status: maintenance.StatusScheduled, NotBefore: time.Now().Add(time.Minute), Deadline: time.Now().Add(time.Minute)}
-	s.annotateNode(t, before[0], maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAzure, false, []maintenance.Event{preempt}).Encode())
+	s.annotateNode(t, before[0], contract.AnnotationMaintenanceEvents, maintenance.NewReport(maintenance.SourceAzure, false, []maintenance.Event{preempt}).Encode())
 	s.startWith(t, func(o *controller.Options) { o.DryRun = true })
 	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Template.Image = "img-2" })
 	s.env.WaitFor(t, 30*time.Second, "WouldAct on "+before[0], func(context.Context) (bool, error) {
@@ -490,8 +491,8 @@ func TestDryRunChangesNothing(t *testing.T) {
 			return true
 		}
 		for _, n := range nodes {
-			_, marked := n.Annotations[v1alpha1.AnnotationDisruption]
-			_, recorded := n.Annotations[maintenance.AnnotationState]
+			_, marked := n.Annotations[contract.AnnotationDisruption]
+			_, recorded := n.Annotations[contract.AnnotationMaintenanceState]
 			if marked || recorded || n.Spec.Unschedulable || n.DeletionTimestamp != nil || len(n.Finalizers) > 0 || !slices.Contains(before, n.Name) {
 				return false
 			}
@@ -533,7 +534,7 @@ func TestAnImpossiblePoolIsLeftAloneWhileOthersCarryOn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range nodes {
-			_, marked := n.Annotations[v1alpha1.AnnotationDisruption]
+			_, marked := n.Annotations[contract.AnnotationDisruption]
 			if marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil || !slices.Contains(names, n.Name) {
 				t.Errorf("pool %s cannot be applied, yet node %s was touched", s.name, n.Name)
 			}
@@ -552,19 +553,19 @@ func TestADeletedNodeUnderMaintenanceIsNotUncordoned(t *testing.T) {
 	s.start(t)
 	rebalance := maintenance.Event{ID: "rebalance-" + victim, Source: maintenance.SourceAWS, Type: maintenance.TypeRebalance,
 		Status: maintenance.StatusScheduled}
-	s.annotateNode(t, victim, maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAWS, false, []maintenance.Event{rebalance}).Encode())
+	s.annotateNode(t, victim, contract.AnnotationMaintenanceEvents, maintenance.NewReport(maintenance.SourceAWS, false, []maintenance.Event{rebalance}).Encode())
 	s.env.WaitFor(t, 30*time.Second, victim+" cordoned for the Rebalance, with the finalizer", func(ctx context.Context) (bool, error) {
 		n := &corev1.Node{}
 		if err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, n); err != nil {
 			return false, err
 		}
-		return n.Spec.Unschedulable && slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination), nil
+		return n.Spec.Unschedulable && slices.Contains(n.Finalizers, contract.FinalizerTermination), nil
 	})
 	if err := s.env.Client.CoreV1().Nodes().Delete(context.Background(), victim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The event ends while the node drains: it must stay cordoned.
-	s.annotateNode(t, victim, maintenance.AnnotationEvents, maintenance.NewReport(maintenance.SourceAWS, false, nil).Encode())
+	s.annotateNode(t, victim, contract.AnnotationMaintenanceEvents, maintenance.NewReport(maintenance.SourceAWS, false, nil).Encode())
 	s.holdsFor(t, 3*time.Second, victim+" stays cordoned while it is deleted", func(ctx context.Context) bool {
 		n := &corev1.Node{}
 		err := s.kube.Get(ctx, client.ObjectKey{Name: victim}, n)
@@ -597,7 +598,7 @@ func TestTerminationGracePeriodFinishesANodeThatWillNotEmpty(t *testing.T) {
 		if err := s.kube.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 			return false, err
 		}
-		return slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination), nil
+		return slices.Contains(n.Finalizers, contract.FinalizerTermination), nil
 	})
 	deleted := time.Now()
 	if err := s.env.Client.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}); err != nil {
@@ -646,7 +647,7 @@ func TestAPoolWithoutAProviderKeepsNoFinalizer(t *testing.T) {
 		if err := s.kube.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 			return false, err
 		}
-		return slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination), nil
+		return slices.Contains(n.Finalizers, contract.FinalizerTermination), nil
 	}
 	s.env.WaitFor(t, 30*time.Second, "the finalizer on "+node, hasFinalizer)
 	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Provider = v1alpha1.ProviderSpec{Name: v1alpha1.ProviderNone} })

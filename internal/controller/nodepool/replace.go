@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // launchingRecheck is how often a pool with a replacement on its way looks
@@ -96,7 +97,7 @@ func (c *Controller) eligible(pool *v1alpha1.NodePool, v *view, n *corev1.Node, 
 	// A replacement is never chosen while the node it replaces is still
 	// there (the template changed again mid-rollout): it is counted with
 	// that node, and its turn comes after.
-	if _, recorded := n.Annotations[v1alpha1.AnnotationDisruption]; recorded || !n.DeletionTimestamp.IsZero() ||
+	if _, recorded := n.Annotations[contract.AnnotationDisruption]; recorded || !n.DeletionTimestamp.IsZero() ||
 		slices.Contains(v.Unseen, n.Name) || v.Replacements[n.Name] {
 		return false, 0, nil
 	}
@@ -135,7 +136,7 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		rec, err := disruption.RecordOf(n)
 		if err != nil {
 			c.event(n, corev1.EventTypeWarning, "DisruptionRecordUnreadable", fmt.Sprintf(
-				"sluice: the node counts against its pool's budget, but its %s annotation cannot be read (%v); remove it to give the node back", v1alpha1.AnnotationDisruption, err))
+				"sluice: the node counts against its pool's budget, but its %s annotation cannot be read (%v); remove it to give the node back", contract.AnnotationDisruption, err))
 			errs = append(errs, err)
 			continue
 		}
@@ -264,7 +265,7 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 		return err
 	}
 	if err == nil && initialized(repl, pool.Spec.Template) && !deleting {
-		if !slices.Contains(n.Finalizers, v1alpha1.FinalizerTermination) {
+		if !slices.Contains(n.Finalizers, contract.FinalizerTermination) {
 			// Without the finalizer a delete would not drain the node: wait
 			// until the deletion controller has set it.
 			return nil
@@ -293,11 +294,11 @@ func (c *Controller) served(ctx context.Context, repl *corev1.Node, rec *disrupt
 	}
 	d := now.Sub(*rec.LaunchedAt)
 	c.opts.Metrics.replaced(d)
-	if _, noted := repl.Annotations[v1alpha1.AnnotationBootTime]; noted || c.opts.DryRun {
+	if _, noted := repl.Annotations[contract.AnnotationBootTime]; noted || c.opts.DryRun {
 		return
 	}
 	if err := c.patchNode(ctx, repl, func(m *corev1.Node) {
-		setAnnotation(m, v1alpha1.AnnotationBootTime, d.Round(100*time.Millisecond).String())
+		setAnnotation(m, contract.AnnotationBootTime, d.Round(100*time.Millisecond).String())
 	}); err != nil {
 		c.opts.Log.Info("could not note a replacement's boot time", "node", repl.Name, "err", err)
 	}
@@ -408,7 +409,7 @@ func (c *Controller) setRecord(ctx context.Context, cached *corev1.Node, rec *di
 		}
 		value = string(v)
 	}
-	key, err := json.Marshal(v1alpha1.AnnotationDisruption)
+	key, err := json.Marshal(contract.AnnotationDisruption)
 	if err != nil {
 		return err
 	}
@@ -440,7 +441,7 @@ func (c *Controller) markNode(ctx context.Context, cached *corev1.Node, rec disr
 		if n.Annotations == nil {
 			n.Annotations = map[string]string{}
 		}
-		n.Annotations[v1alpha1.AnnotationDisruption] = rec.String()
+		n.Annotations[contract.AnnotationDisruption] = rec.String()
 		err := c.kube.Patch(ctx, n, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice"))
 		if !apierrors.IsConflict(err) {
 			if err != nil {
@@ -454,7 +455,7 @@ func (c *Controller) markNode(ctx context.Context, cached *corev1.Node, rec disr
 		if gerr := c.live.Get(ctx, client.ObjectKeyFromObject(n), fresh); gerr != nil {
 			return fmt.Errorf("reading node %s: %w", n.Name, gerr)
 		}
-		if _, marked := fresh.Annotations[v1alpha1.AnnotationDisruption]; marked || !fresh.DeletionTimestamp.IsZero() {
+		if _, marked := fresh.Annotations[contract.AnnotationDisruption]; marked || !fresh.DeletionTimestamp.IsZero() {
 			return errMarked
 		}
 		*n = *fresh
@@ -480,7 +481,7 @@ func pausedBy(pool *v1alpha1.NodePool) string {
 	case p.Reason == disruption.ReasonPaused:
 		return "spec.disruption.paused"
 	default:
-		return v1alpha1.AnnotationDoNotDisrupt + "=" + pool.Annotations[v1alpha1.AnnotationDoNotDisrupt]
+		return contract.AnnotationDoNotDisrupt + "=" + pool.Annotations[contract.AnnotationDoNotDisrupt]
 	}
 }
 

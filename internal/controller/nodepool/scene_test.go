@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 const labelPool = "sluice.dev/test-pool"
@@ -410,7 +411,7 @@ func (a *auditor) sample(s *scene) {
 		if r {
 			a.seenReady[n.Name] = true
 		}
-		_, marked := n.Annotations[v1alpha1.AnnotationDisruption]
+		_, marked := n.Annotations[contract.AnnotationDisruption]
 		if n.Spec.Unschedulable || n.DeletionTimestamp != nil || marked || !r && a.seenReady[n.Name] {
 			out++
 		}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"slices"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
 // SteerTaint marks the nodes a consolidation's later rounds are expected to
@@ -15,7 +14,7 @@ import (
 // kube-scheduler's scoring: pods moved off this round's nodes go to the nodes
 // that stay when those have room, and a pod is not moved twice; nothing is
 // ever refused a place by it, and DaemonSet pods still land.
-var SteerTaint = corev1.Taint{Key: "sluice.dev/consolidation", Value: "next", Effect: corev1.TaintEffectPreferNoSchedule}
+var SteerTaint = corev1.Taint{Key: contract.TaintConsolidation, Value: "next", Effect: corev1.TaintEffectPreferNoSchedule}
 
 // steer puts SteerTaint on the pool's nodes in next and takes it off every
 // other node of the pool. A write that fails (a conflict: the node changed
@@ -50,7 +49,7 @@ func (c *Controller) unsteer(ctx context.Context, pool string) {
 		return
 	}
 	var nodes corev1.NodeList
-	if err := c.kube.List(ctx, &nodes, client.MatchingLabels{v1alpha1.LabelNodePool: pool}); err != nil {
+	if err := c.kube.List(ctx, &nodes, client.MatchingLabels{contract.LabelNodePool: pool}); err != nil {
 		c.opts.Log.Info("lifting the consolidation mark from a deleted pool's nodes; its next reconcile tries again", "nodepool", pool, "err", err)
 		return
 	}

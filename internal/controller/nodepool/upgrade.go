@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -84,12 +85,12 @@ func appendErr(errs []error, err error) []error {
 // blockedFor says whether an upgrade to image already gave up on the node
 // (Blocked or Quarantined).
 func blockedFor(n *corev1.Node, image string) bool {
-	return n.Labels[v1alpha1.LabelUpgradeStatus] != "" && n.Annotations[v1alpha1.AnnotationUpgradeImage] == image
+	return n.Labels[contract.LabelUpgradeStatus] != "" && n.Annotations[contract.AnnotationUpgradeImage] == image
 }
 
 // upgradeControl is the pool's pause or abort, "" when the upgrade runs.
 func upgradeControl(pool *v1alpha1.NodePool) string {
-	switch v := pool.Annotations[v1alpha1.AnnotationUpgrade]; v {
+	switch v := pool.Annotations[contract.AnnotationUpgrade]; v {
 	case v1alpha1.UpgradeControlPaused, v1alpha1.UpgradeControlAborted:
 		return v
 	}
@@ -430,7 +431,7 @@ func (c *Controller) gateHolds(ctx context.Context, pool *v1alpha1.NodePool, n *
 		return nil // looked at again on the next pass
 	}
 	msg := fmt.Sprintf("its surge node %s did not pass the health gate within %s: %s; labelled %s=%s, its surge node is removed",
-		rec.Replacement, c.opts.RegistrationTimeout, why, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked)
+		rec.Replacement, c.opts.RegistrationTimeout, why, contract.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked)
 	c.refused(pool.Name, &provider.Error{Code: "HealthGateFailed", Message: msg, Retryable: true}, now)
 	return c.block(ctx, pool, n, rec, v1alpha1.BlockedByHealthGate, msg)
 }
@@ -496,19 +497,19 @@ func (c *Controller) undrainable(ctx context.Context, pool *v1alpha1.NodePool, n
 		// Quarantined: left cordoned for a person to look at; its surge
 		// node stays as its capacity.
 		if err := c.patchNode(ctx, n, func(m *corev1.Node) {
-			setLabel(m, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusQuarantined)
-			setAnnotation(m, v1alpha1.AnnotationUpgradeImage, image)
+			setLabel(m, contract.LabelUpgradeStatus, v1alpha1.UpgradeStatusQuarantined)
+			setAnnotation(m, contract.AnnotationUpgradeImage, image)
 		}); err != nil {
 			return err
 		}
 		c.forgetDrain(n.Name)
 		c.event(n, corev1.EventTypeWarning, "UpgradeQuarantined", fmt.Sprintf(
 			"sluice: %s; the node stays cordoned on its old image, labelled %s=%s (undrainableNodeBehavior Cordon), and surge node %s stays in its place; `sluice doctor` names what holds its pods",
-			why, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusQuarantined, rec.Replacement))
+			why, contract.LabelUpgradeStatus, v1alpha1.UpgradeStatusQuarantined, rec.Replacement))
 		return c.setRecord(ctx, n, nil)
 	}
 	return c.block(ctx, pool, n, rec, v1alpha1.BlockedByDrainTimeout, why+fmt.Sprintf("; labelled %s=%s (undrainableNodeBehavior Schedule), its surge node %s is removed",
-		v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked, rec.Replacement))
+		contract.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked, rec.Replacement))
 }
 
 // block labels the node Blocked for the pool's image (by what, in
@@ -517,9 +518,9 @@ func (c *Controller) undrainable(ctx context.Context, pool *v1alpha1.NodePool, n
 // never chooses the node again for this image.
 func (c *Controller) block(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, by, why string) error {
 	if err := c.patchNode(ctx, n, func(m *corev1.Node) {
-		setLabel(m, v1alpha1.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked)
-		setAnnotation(m, v1alpha1.AnnotationUpgradeImage, pool.Spec.Template.Image)
-		setAnnotation(m, v1alpha1.AnnotationUpgradeBlockedBy, by)
+		setLabel(m, contract.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked)
+		setAnnotation(m, contract.AnnotationUpgradeImage, pool.Spec.Template.Image)
+		setAnnotation(m, contract.AnnotationUpgradeBlockedBy, by)
 	}); err != nil {
 		return err
 	}

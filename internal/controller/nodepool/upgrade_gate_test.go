@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // agentReadyOn says whether a pod of the DaemonSet agent on node is Ready.
@@ -141,9 +142,9 @@ func TestUpgradeHealthGateFailsAnImageWhoseAgentNeverRuns(t *testing.T) {
 		switch {
 		case n == nil:
 			t.Errorf("old node %s is gone: a node whose surge node failed the gate must stay", name)
-		case n.Spec.Unschedulable || n.Annotations[v1alpha1.AnnotationImage] != "img-1":
-			t.Errorf("old node %s: unschedulable %v, image %s; want back in service on img-1", name, n.Spec.Unschedulable, n.Annotations[v1alpha1.AnnotationImage])
-		case n.Annotations[v1alpha1.AnnotationUpgradeBlockedBy] == v1alpha1.BlockedByHealthGate:
+		case n.Spec.Unschedulable || n.Annotations[contract.AnnotationImage] != "img-1":
+			t.Errorf("old node %s: unschedulable %v, image %s; want back in service on img-1", name, n.Spec.Unschedulable, n.Annotations[contract.AnnotationImage])
+		case n.Annotations[contract.AnnotationUpgradeBlockedBy] == v1alpha1.BlockedByHealthGate:
 			gated++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // upgradeRecheck is when a node of an upgrade should be looked at again
@@ -42,9 +43,9 @@ func upgradeFailed(pool *v1alpha1.NodePool, v *view) string {
 	for _, n := range v.Nodes {
 		switch {
 		case !blockedFor(n, image):
-		case n.Labels[v1alpha1.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
+		case n.Labels[contract.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
 			quarantined = append(quarantined, n.Name)
-		case n.Annotations[v1alpha1.AnnotationUpgradeBlockedBy] == v1alpha1.BlockedByHealthGate:
+		case n.Annotations[contract.AnnotationUpgradeBlockedBy] == v1alpha1.BlockedByHealthGate:
 			gated = append(gated, n.Name)
 		}
 	}
@@ -120,9 +121,9 @@ func tally(pool *v1alpha1.NodePool, v *view) (*v1alpha1.UpgradeStatus, counts) {
 		}
 		st.Nodes++
 		switch {
-		case n.Annotations[v1alpha1.AnnotationImage] == image && !drifted[n.Name]:
+		case n.Annotations[contract.AnnotationImage] == image && !drifted[n.Name]:
 			st.Upgraded++
-		case blockedFor(n, image) && n.Labels[v1alpha1.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
+		case blockedFor(n, image) && n.Labels[contract.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
 			st.Quarantined = append(st.Quarantined, n.Name)
 		case blockedFor(n, image):
 			st.Blocked = append(st.Blocked, n.Name)
@@ -153,7 +154,7 @@ func removedSurge(n *corev1.Node, image string) bool {
 	if rec, err := disruption.RecordOf(n); err == nil && rec != nil && rec.Reason == v1alpha1.ReasonUpgrade && rec.Phase == disruption.PhaseRemoving {
 		return true
 	}
-	return n.DeletionTimestamp != nil && n.Annotations[v1alpha1.AnnotationImage] == image
+	return n.DeletionTimestamp != nil && n.Annotations[contract.AnnotationImage] == image
 }
 
 // upgradePhase is the upgrade's phase, and why when it needs saying.
@@ -164,7 +165,7 @@ func upgradePhase(pool *v1alpha1.NodePool, v *view, st *v1alpha1.UpgradeStatus, 
 		return v1alpha1.UpgradeFailed, failed
 	case remaining == 0 && st.InFlight == 0 && given > 0:
 		return v1alpha1.UpgradeFailed, fmt.Sprintf("%d node(s) stay on their old image (did not drain within drainTimeout, or their surge node failed the health gate; each node's %s says which): %s",
-			given, v1alpha1.AnnotationUpgradeBlockedBy, strings.Join(append(slices.Clone(st.Blocked), st.Quarantined...), ", "))
+			given, contract.AnnotationUpgradeBlockedBy, strings.Join(append(slices.Clone(st.Blocked), st.Quarantined...), ", "))
 	case remaining == 0 && st.InFlight == 0:
 		return v1alpha1.UpgradeSucceeded, ""
 	case upgradeControl(pool) == v1alpha1.UpgradeControlPaused:

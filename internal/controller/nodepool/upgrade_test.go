@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 )
 
@@ -69,13 +70,13 @@ func TestUpgradeSurgesAThirdAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		if slices.Contains(before, n.Name) || n.Annotations[v1alpha1.AnnotationImage] != "img-2" {
-			t.Errorf("node %s (image %s) is still there after the upgrade", n.Name, n.Annotations[v1alpha1.AnnotationImage])
+		if slices.Contains(before, n.Name) || n.Annotations[contract.AnnotationImage] != "img-2" {
+			t.Errorf("node %s (image %s) is still there after the upgrade", n.Name, n.Annotations[contract.AnnotationImage])
 		}
 		// The forecast's observed boot time: from the request to serving,
 		// never less than the provider's 1 s boot.
-		if d, err := time.ParseDuration(n.Annotations[v1alpha1.AnnotationBootTime]); err != nil || d < time.Second {
-			t.Errorf("node %s notes boot time %q, want a duration of at least the 1s boot", n.Name, n.Annotations[v1alpha1.AnnotationBootTime])
+		if d, err := time.ParseDuration(n.Annotations[contract.AnnotationBootTime]); err != nil || d < time.Second {
+			t.Errorf("node %s notes boot time %q, want a duration of at least the 1s boot", n.Name, n.Annotations[contract.AnnotationBootTime])
 		}
 	}
 	if st.Upgraded != 10 || st.Nodes != 10 || st.CompletedAt == nil {
@@ -150,8 +151,8 @@ func TestUndrainableNodeIsScheduledBack(t *testing.T) {
 	if err := s.kube.Get(context.Background(), clientKey(stuck), n); err != nil {
 		t.Fatal(err)
 	}
-	if n.Spec.Unschedulable || n.Labels[v1alpha1.LabelUpgradeStatus] != v1alpha1.UpgradeStatusBlocked ||
-		n.Annotations[v1alpha1.AnnotationImage] != "img-1" || n.Annotations[v1alpha1.AnnotationDisruption] != "" {
+	if n.Spec.Unschedulable || n.Labels[contract.LabelUpgradeStatus] != v1alpha1.UpgradeStatusBlocked ||
+		n.Annotations[contract.AnnotationImage] != "img-1" || n.Annotations[contract.AnnotationDisruption] != "" {
 		t.Errorf("blocked node: unschedulable %v, labels %v, annotations %v; want schedulable, Blocked, img-1, no record", n.Spec.Unschedulable, n.Labels, n.Annotations)
 	}
 	if machines, err := s.kwok.List(context.Background(), s.name); err != nil || len(machines) != 3 {
@@ -174,7 +175,7 @@ func TestUndrainableNodeIsQuarantined(t *testing.T) {
 	if err := s.kube.Get(context.Background(), clientKey(stuck), n); err != nil {
 		t.Fatal(err)
 	}
-	if !n.Spec.Unschedulable || n.Labels[v1alpha1.LabelUpgradeStatus] != v1alpha1.UpgradeStatusQuarantined || n.Annotations[v1alpha1.AnnotationDisruption] != "" {
+	if !n.Spec.Unschedulable || n.Labels[contract.LabelUpgradeStatus] != v1alpha1.UpgradeStatusQuarantined || n.Annotations[contract.AnnotationDisruption] != "" {
 		t.Errorf("quarantined node: unschedulable %v, labels %v; want cordoned, Quarantined, no record", n.Spec.Unschedulable, n.Labels)
 	}
 	if machines, err := s.kwok.List(context.Background(), s.name); err != nil || len(machines) != 4 {
@@ -206,7 +207,7 @@ func (s *scene) settled(ctx context.Context, t *testing.T) (bool, error) {
 func countImage(nodes []*corev1.Node, image string) int {
 	c := 0
 	for _, n := range nodes {
-		if n.Annotations[v1alpha1.AnnotationImage] == image {
+		if n.Annotations[contract.AnnotationImage] == image {
 			c++
 		}
 	}
@@ -305,12 +306,12 @@ func (s *scene) setUpgradeControl(t *testing.T, value string) {
 	p := s.pool(t)
 	orig := p.DeepCopy()
 	if value == "" {
-		delete(p.Annotations, v1alpha1.AnnotationUpgrade)
+		delete(p.Annotations, contract.AnnotationUpgrade)
 	} else {
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[v1alpha1.AnnotationUpgrade] = value
+		p.Annotations[contract.AnnotationUpgrade] = value
 	}
 	if err := s.kube.Patch(context.Background(), p, clientMergeFrom(orig)); err != nil {
 		t.Fatal(err)

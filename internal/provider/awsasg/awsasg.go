@@ -34,17 +34,12 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 var (
 	_ provider.Provider = (*Provider)(nil)
 	_ provider.Namer    = (*Provider)(nil)
-)
-
-// Tags the provider writes on every instance it launches.
-const (
-	TagMachine  = "sluice.dev/machine"
-	TagNodePool = "sluice.dev/nodepool"
 )
 
 // EC2 is the part of the EC2 API the provider calls (*ec2.Client has it).
@@ -204,9 +199,9 @@ func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string
 			LaunchTemplateId: lt.LaunchTemplateId, LaunchTemplateName: lt.LaunchTemplateName, Version: lt.Version,
 		},
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-			{Key: aws.String(TagMachine), Value: aws.String(name)},
-			{Key: aws.String(TagNodePool), Value: aws.String(pool.Name)},
-			{Key: aws.String(tagGroup), Value: aws.String(g.Name)},
+			{Key: aws.String(contract.TagMachine), Value: aws.String(name)},
+			{Key: aws.String(contract.TagNodePool), Value: aws.String(pool.Name)},
+			{Key: aws.String(contract.TagAutoscalingGroup), Value: aws.String(g.Name)},
 		}}},
 	}
 	if lt.LaunchTemplateId != nil {
@@ -242,19 +237,15 @@ func (p *Provider) attach(ctx context.Context, inst *ec2types.Instance) error {
 	if len(out.AutoScalingInstances) > 0 {
 		return nil
 	}
-	want := tag(inst, tagGroup)
+	want := tag(inst, contract.TagAutoscalingGroup)
 	if want == "" {
-		return fmt.Errorf("instance %s (machine %s) has no %s tag: it was not launched by this provider", id, tag(inst, TagMachine), tagGroup)
+		return fmt.Errorf("instance %s (machine %s) has no %s tag: it was not launched by this provider", id, tag(inst, contract.TagMachine), contract.TagAutoscalingGroup)
 	}
 	if _, err := p.asg.AttachInstances(ctx, &autoscaling.AttachInstancesInput{AutoScalingGroupName: aws.String(want), InstanceIds: []string{id}}); err != nil {
 		return refusal(fmt.Sprintf("attaching instance %s to Auto Scaling group %s", id, want), err)
 	}
 	return nil
 }
-
-// tagGroup records on an instance the group it is launched for, so an
-// attach cut short is finished by the next Create.
-const tagGroup = "sluice.dev/autoscaling-group"
 
 // Delete terminates the machine, in its group with the desired capacity
 // lowered by one; a machine already gone (or never made) is no error.
@@ -297,7 +288,7 @@ func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, err
 
 // List returns the pool's machines that are not terminated.
 func (p *Provider) List(ctx context.Context, pool string) ([]*provider.Machine, error) {
-	insts, err := p.describe(ctx, ec2types.Filter{Name: aws.String("tag:" + TagNodePool), Values: []string{pool}})
+	insts, err := p.describe(ctx, ec2types.Filter{Name: aws.String("tag:" + contract.TagNodePool), Values: []string{pool}})
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +325,7 @@ func (p *Provider) NameOf(n *corev1.Node) string {
 // reclaim, a launch that failed) is gone as one sluice deleted is: the
 // controller asks again or gives up by its own rules.
 func (p *Provider) find(ctx context.Context, name string) (*ec2types.Instance, error) {
-	filter := ec2types.Filter{Name: aws.String("tag:" + TagMachine), Values: []string{name}}
+	filter := ec2types.Filter{Name: aws.String("tag:" + contract.TagMachine), Values: []string{name}}
 	if id, ok := strings.CutPrefix(name, instancePrefix); ok {
 		filter = ec2types.Filter{Name: aws.String("instance-id"), Values: []string{id}}
 	}
@@ -371,8 +362,8 @@ func (p *Provider) describe(ctx context.Context, filter ec2types.Filter) ([]ec2t
 // machineOf describes an instance as a machine.
 func machineOf(inst *ec2types.Instance) *provider.Machine {
 	m := &provider.Machine{
-		Name:         tag(inst, TagMachine),
-		Pool:         tag(inst, TagNodePool),
+		Name:         tag(inst, contract.TagMachine),
+		Pool:         tag(inst, contract.TagNodePool),
 		InstanceType: string(inst.InstanceType),
 		Capacity:     v1alpha1.CapacityOnDemand,
 		Created:      aws.ToTime(inst.LaunchTime),

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/maintenance/aws"
 	"github.com/sluice-dev/sluice/pkg/maintenance/azure"
@@ -226,12 +227,15 @@ func (c *Cloud) Cancel(node, id string) error {
 }
 
 func (c *Cloud) setNotReady(ctx context.Context, node string, down bool) {
-	value := "null"
+	var value any // null removes it
 	if down {
-		value = `"true"`
+		value = "true"
 	}
-	patch := `{"metadata":{"annotations":{"sandbox.sluice.dev/not-ready":` + value + `}}}`
-	if _, err := c.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{contract.SandboxNotReady: value}}})
+	if err != nil {
+		return
+	}
+	if _, err := c.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		c.log.Error("changing the node's readiness", "node", node, "err", err)
 	}
 }

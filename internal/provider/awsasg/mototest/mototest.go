@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/sluice-dev/sluice/internal/testenv"
+	"github.com/sluice-dev/sluice/pkg/contract"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -151,7 +152,7 @@ func (m *Server) Desired(t testing.TB, name string) (desired int32, members []st
 func (m *Server) Tagged(t testing.TB, machine string) []ec2types.Instance {
 	t.Helper()
 	out, err := m.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:sluice.dev/machine"), Values: []string{machine}},
+		{Name: aws.String("tag:" + contract.TagMachine), Values: []string{machine}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
 	}})
 	if err != nil {

@@ -1,0 +1,111 @@
+package contract_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// key is a key of sluice's domain or a subdomain, as a string spells it.
+var key = regexp.MustCompile(`(?:^|[^A-Za-z0-9.-])((?:[a-z0-9-]+\.)*sluice\.dev/[A-Za-z0-9._-]+)`)
+
+// Every sluice.dev key is spelled in contract.go and nowhere else under
+// cmd/, internal/ and pkg/: a second spelling is a second definition waiting
+// for its first difference. Tests may spell keys as the data a person or
+// another tool writes (fixtures, fuzz seeds), and test/audit keeps its own
+// spelling on purpose: it must not share sluice's code.
+func TestEveryKeyIsSpelledOnce(t *testing.T) {
+	root := filepath.Join("..", "..")
+	own := filepath.Join(root, "pkg", "contract")
+	checked := 0
+	for _, dir := range []string{"cmd", "internal", "pkg"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || filepath.Dir(path) == own {
+				return nil
+			}
+			checked++
+			fset := token.NewFileSet()
+			file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				s, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					return true
+				}
+				for _, m := range key.FindAllStringSubmatch(s, -1) {
+					t.Errorf("%s: %q spells the key %s: use its constant in pkg/contract (add one there if it is new)", fset.Position(lit.Pos()), s, m[1])
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("checked %d files; the walk from %s missed the tree", checked, root)
+	}
+}
+
+// Every constant here is a key of the domain (or the domain itself).
+func TestTheContractHoldsOnlyKeys(t *testing.T) {
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "contract.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, decl := range file.Decls {
+		gen, ok := decl.(*ast.GenDecl)
+		if !ok || gen.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gen.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok {
+					continue // Prefix, built from Domain
+				}
+				v, _ := strconv.Unquote(lit.Value)
+				if name.Name != "Domain" && key.FindStringSubmatch(v) == nil {
+					t.Errorf("%s = %q is not a key of the domain", name.Name, v)
+				}
+				if other, dup := seen[v]; dup && !sameKeyOfTwoKinds(name.Name, other) {
+					t.Errorf("%s and %s are both %q: one key, one name", name.Name, other, v)
+				}
+				seen[v] = name.Name
+			}
+		}
+	}
+}
+
+// sameKeyOfTwoKinds: a key may name an annotation and a taint, or an
+// annotation and a cloud tag, which are different things in different places.
+func sameKeyOfTwoKinds(a, b string) bool {
+	kind := func(n string) string {
+		for _, k := range []string{"Annotation", "Label", "Taint", "Tag", "Finalizer"} {
+			if strings.HasPrefix(n, k) {
+				return k
+			}
+		}
+		return n
+	}
+	return kind(a) != kind(b)
+}
