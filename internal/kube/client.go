@@ -145,19 +145,7 @@ func (f *ClientFlags) Client(ctx context.Context) (kubernetes.Interface, *rest.C
 // ClientWithin is Client with the first contact bounded by bound instead (a
 // drain's own --timeout or --deadline, when shorter).
 func (f *ClientFlags) ClientWithin(ctx context.Context, bound time.Duration) (kubernetes.Interface, *rest.Config, error) {
-	cfg, err := f.RESTConfig()
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("building a client: %w", err)
-	}
-	_, source := f.Endpoint(cfg)
-	if err := Reach(ctx, cfg, source, bound); err != nil {
-		return nil, nil, err
-	}
-	return c, cfg, nil
+	return f.connect(func(cfg *rest.Config, source string) error { return Reach(ctx, cfg, source, bound) })
 }
 
 // ServiceClient is Client for a service (the controller, the agent): a
@@ -165,6 +153,14 @@ func (f *ClientFlags) ClientWithin(ctx context.Context, bound time.Duration) (ku
 // does not answer is waited for, with backoff and one log line per attempt,
 // until it does or ctx ends.
 func (f *ClientFlags) ServiceClient(ctx context.Context, clk clock.WithTicker, log *slog.Logger) (kubernetes.Interface, *rest.Config, error) {
+	return f.connect(func(cfg *rest.Config, source string) error {
+		return WaitForServer(ctx, cfg, source, f.ContactTimeout(), clk, log)
+	})
+}
+
+// connect loads and checks the configuration, builds the clientset, and
+// makes first contact as contact says.
+func (f *ClientFlags) connect(contact func(cfg *rest.Config, source string) error) (kubernetes.Interface, *rest.Config, error) {
 	cfg, err := f.RESTConfig()
 	if err != nil {
 		return nil, nil, err
@@ -174,7 +170,7 @@ func (f *ClientFlags) ServiceClient(ctx context.Context, clk clock.WithTicker, l
 		return nil, nil, fmt.Errorf("building a client: %w", err)
 	}
 	_, source := f.Endpoint(cfg)
-	if err := WaitForServer(ctx, cfg, source, f.ContactTimeout(), clk, log); err != nil {
+	if err := contact(cfg, source); err != nil {
 		return nil, nil, err
 	}
 	return c, cfg, nil
