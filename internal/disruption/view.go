@@ -88,6 +88,12 @@ func Observe(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) *Vi
 	return v
 }
 
+// CountOnly counts as disrupting only these of the members (the deletion
+// controller leaves out the deleted nodes still waiting their turn).
+func (v *View) CountOnly(nodes []*corev1.Node, now time.Time) {
+	v.Disrupting = budget.Count(nodes, v.Replacements, now)
+}
+
 // MarkUnseen counts a node the controller marked that its cache does not
 // show marked yet.
 func (v *View) MarkUnseen(node string) {

@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
@@ -330,15 +329,11 @@ func (c *Controller) room(ctx context.Context, node *corev1.Node, pool *v1alpha1
 		}
 		counted = append(counted, n)
 	}
-	replacements := disruption.Replacements(members)
-	disrupting := budget.Count(counted, replacements, now)
-	size := len(members)
-	for _, n := range members {
-		if replacements[n.Name] {
-			size--
-		}
-	}
-	a, err := budget.Allowed(pool.DisruptionSpec().BudgetsOrDefault(), size, disrupting, "", now)
+	// The pool as the NodePool controller sizes it; deleted nodes waiting
+	// their turn count once admitted.
+	v := disruption.Observe(pool, members, now)
+	v.CountOnly(counted, now)
+	a, err := v.Allowed("", now) // a person's deletion: only the budgets that name no reason limit it
 	if err != nil {
 		return 0, false, err
 	}
