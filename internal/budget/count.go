@@ -49,6 +49,10 @@ func Disrupting(node *corev1.Node, now time.Time) (why string, counts bool) {
 	}
 }
 
+// NodeReady says whether the node's Ready condition is True: the one reading
+// of "Ready" for every controller and command.
+func NodeReady(node *corev1.Node) bool { return readiness(node) == corev1.ConditionTrue }
+
 // readiness is the status of the node's Ready condition, empty when it has
 // none.
 func readiness(node *corev1.Node) corev1.ConditionStatus {

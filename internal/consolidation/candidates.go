@@ -160,12 +160,7 @@ func podCost(p *corev1.Pod) float64 {
 }
 
 func isDaemon(p *corev1.Pod) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
+	return drain.DaemonSetOf(p) != nil
 }
 
 // utilization is how much of the node's cpu and memory the pods request, in

@@ -346,7 +346,7 @@ func (e *Explanation) replacing(members []*corev1.Node, now time.Time) string {
 		return fmt.Sprintf("being replaced (%s) since %s: the provider is being asked for its replacement; the node counts against the pool's budgets meanwhile",
 			r.Reason, when(r.Since, now))
 	case r.Phase == PhaseLaunching:
-		if i := slices.IndexFunc(members, func(n *corev1.Node) bool { return n != nil && provider.MachineName(n) == r.Replacement }); i >= 0 && ready(members[i]) {
+		if i := slices.IndexFunc(members, func(n *corev1.Node) bool { return n != nil && provider.MachineName(n) == r.Replacement }); i >= 0 && budget.NodeReady(members[i]) {
 			return fmt.Sprintf("being replaced (%s): replacement %s is Ready; the controller deletes this node next (drained first, under its pods' budgets)", r.Reason, r.Replacement)
 		}
 		msg := fmt.Sprintf("being replaced (%s): replacement %s is on its way", r.Reason, r.Replacement)
@@ -455,15 +455,6 @@ func launchingIn(members []*corev1.Node) int {
 }
 
 // ready says whether the node's Ready condition is True.
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // when is a time as RFC 3339, and how far from now.
 func when(t, now time.Time) string {
 	s := t.UTC().Format(time.RFC3339)

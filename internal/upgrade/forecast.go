@@ -364,7 +364,7 @@ func evicted(p *corev1.Pod) bool {
 	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	if o := metav1.GetControllerOf(p); o != nil && o.Kind == "DaemonSet" {
+	if drain.DaemonSetOf(p) != nil {
 		return false
 	}
 	return true

@@ -190,9 +190,20 @@ func (f filters) finished(pod *corev1.Pod) (Classification, bool) {
 	return Classification{Verdict: VerdictLeave}, true
 }
 
-func (f filters) daemonSet(pod *corev1.Pod) (Classification, bool) {
+// DaemonSetOf is the DaemonSet (apps) that controls the pod, nil when none
+// does: the one reading of "a DaemonSet's pod" for the drain, consolidation,
+// upgrades and the forecast.
+func DaemonSetOf(pod *corev1.Pod) *metav1.OwnerReference {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || ref.Kind != "DaemonSet" || !strings.HasPrefix(ref.APIVersion, "apps/") {
+		return nil
+	}
+	return ref
+}
+
+func (f filters) daemonSet(pod *corev1.Pod) (Classification, bool) {
+	ref := DaemonSetOf(pod)
+	if ref == nil {
 		return Classification{}, false
 	}
 	if !f.daemonSetExists(pod.Namespace, ref.Name) {

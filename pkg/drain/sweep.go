@@ -78,7 +78,7 @@ func (nd *nodeDrain) unknownPods(ctx context.Context) ([]*corev1.Pod, error) {
 		if _, known := nd.byUID[pod.UID]; known || (nd.opts.PodFilter != nil && !nd.opts.PodFilter(pod)) {
 			continue
 		}
-		if owner := metav1.GetControllerOf(pod); owner != nil && owner.Kind == "DaemonSet" {
+		if DaemonSetOf(pod) != nil {
 			continue
 		}
 		fresh = append(fresh, pod)

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -98,7 +99,7 @@ func settleAgentCordon(n *corev1.Node, st state, recorded bool, now time.Time) (
 	case keepAgentCordon:
 		n.Annotations[contract.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
 	case liftOrphanedCordon:
-		if !ready(n) {
+		if !budget.NodeReady(n) {
 			return noAgentCordon, "" // as finish: back in service once Ready
 		}
 		fallthrough
@@ -120,7 +121,7 @@ func (c *Controller) settleAgentCordonNow(ctx context.Context, node *corev1.Node
 	case noAgentCordon:
 		return node, 0, nil
 	case liftOrphanedCordon:
-		if !ready(node) {
+		if !budget.NodeReady(node) {
 			return node, 0, nil // as finish: back in service once Ready; the node's own update wakes us
 		}
 	}

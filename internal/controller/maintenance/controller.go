@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
@@ -147,7 +148,7 @@ func nodeChanges() predicate.Predicate {
 					return true
 				}
 			}
-			return !equalLabels(old.Labels, cur.Labels) || old.Spec.Unschedulable != cur.Spec.Unschedulable || ready(old) != ready(cur)
+			return !equalLabels(old.Labels, cur.Labels) || old.Spec.Unschedulable != cur.Spec.Unschedulable || budget.NodeReady(old) != budget.NodeReady(cur)
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		GenericFunc: func(e event.GenericEvent) bool { return hasMaintenance(e.Object) },

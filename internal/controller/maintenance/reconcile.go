@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
@@ -524,7 +525,7 @@ func (c *Controller) approve(ctx context.Context, node *corev1.Node, st state, e
 // again it removes the taint and the cordon sluice placed, and nothing else.
 func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (time.Duration, error) {
 	c.queue.Cancel(node.Name)
-	if !ready(node) {
+	if !budget.NodeReady(node) {
 		c.opts.Log.Info("event over; waiting for the node to be Ready before uncordoning", "node", node.Name, "id", st.Event)
 		return 0, nil // the node's own update wakes us
 	}
@@ -560,15 +561,6 @@ func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (t
 	}
 	c.opts.Log.Info("maintenance over", "node", node.Name, "id", st.Event, "uncordoned", uncordoned)
 	return 0, nil
-}
-
-func ready(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // optedIn reports whether a pod asked to be evicted before a Freeze.

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -197,7 +198,7 @@ func nodeMatters(o, n *corev1.Node) bool {
 		fmt.Sprint(o.Spec.Taints) != fmt.Sprint(n.Spec.Taints) ||
 		o.Spec.Unschedulable != n.Spec.Unschedulable ||
 		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
-		readyOf(o) != readyOf(n) ||
+		budget.NodeReady(o) != budget.NodeReady(n) ||
 		fmt.Sprint(o.Status.Capacity) != fmt.Sprint(n.Status.Capacity)
 }
 
@@ -338,15 +339,6 @@ func sooner(a, b time.Duration) time.Duration {
 		return a
 	}
 	return min(a, b)
-}
-
-func readyOf(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // wakePool queues the pool at once (a drain of its ended).

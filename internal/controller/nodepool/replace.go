@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/provider"
@@ -278,7 +279,7 @@ func (c *Controller) advance(ctx context.Context, pool *v1alpha1.NodePool, n *co
 		}
 		return nil
 	}
-	if err == nil && readyOf(repl) {
+	if err == nil && budget.NodeReady(repl) {
 		return nil // not initialized yet, or the node was deleted meanwhile and its replacement serves
 	}
 	return c.checkMachine(ctx, pool, n, rec, now)
@@ -341,7 +342,7 @@ func (c *Controller) checkMachine(ctx context.Context, pool *v1alpha1.NodePool, 
 // lifts them once the node can run pods). Draining the old node before that
 // would leave its pods nowhere to go.
 func initialized(n *corev1.Node, t *v1alpha1.NodeTemplate) bool {
-	if !readyOf(n) {
+	if !budget.NodeReady(n) {
 		return false
 	}
 	for _, taint := range n.Spec.Taints {

@@ -10,10 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/termination"
@@ -301,7 +301,7 @@ func (c *Controller) launchingStep(ctx context.Context, pool *v1alpha1.NodePool,
 		c.event(n, corev1.EventTypeNormal, "UpgradeDraining", fmt.Sprintf("sluice: surge node %s is Ready; draining this node (drainTimeout %s)", rec.Replacement, pool.Spec.Upgrade.DrainTimeoutOrDefault()))
 		return c.setRecord(ctx, n, &next)
 	}
-	if err == nil && readyOf(repl) {
+	if err == nil && budget.NodeReady(repl) {
 		return nil
 	}
 	return c.checkMachine(ctx, pool, n, rec, now)
@@ -398,14 +398,14 @@ func (c *Controller) unhealthy(pool *v1alpha1.NodePool, old, repl *corev1.Node) 
 	}
 	ready := map[types.UID]bool{}
 	for _, p := range after {
-		if o := controllerOf(p); o != nil && o.Kind == "DaemonSet" {
+		if o := drain.DaemonSetOf(p); o != nil {
 			ready[o.UID] = ready[o.UID] || podReady(p)
 		}
 	}
 	var missing []string
 	for _, p := range before {
-		o := controllerOf(p)
-		if o == nil || o.Kind != "DaemonSet" || ready[o.UID] || slices.Contains(missing, p.Namespace+"/"+o.Name) {
+		o := drain.DaemonSetOf(p)
+		if o == nil || ready[o.UID] || slices.Contains(missing, p.Namespace+"/"+o.Name) {
 			continue
 		}
 		missing = append(missing, p.Namespace+"/"+o.Name)
@@ -434,15 +434,6 @@ func (c *Controller) gateHolds(ctx context.Context, pool *v1alpha1.NodePool, n *
 		rec.Replacement, c.opts.RegistrationTimeout, why, contract.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked)
 	c.refused(pool.Name, &provider.Error{Code: "HealthGateFailed", Message: msg, Retryable: true}, now)
 	return c.block(ctx, pool, n, rec, v1alpha1.BlockedByHealthGate, msg)
-}
-
-func controllerOf(p *corev1.Pod) *metav1.OwnerReference {
-	for i := range p.OwnerReferences {
-		if o := &p.OwnerReferences[i]; o.Controller != nil && *o.Controller {
-			return o
-		}
-	}
-	return nil
 }
 
 func podReady(p *corev1.Pod) bool {
