@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -226,46 +227,101 @@ func testCommandBounded(t *testing.T, cmd command, base []string) {
 }
 
 // testServiceWaits: a service keeps trying a server that is down, one log
-// line per attempt at a slowing pace, and stops cleanly on SIGTERM.
+// line per attempt, each attempt waiting twice as long as the one before
+// (read from the log's own times, so a slow machine cannot fake a flood or
+// hide one), and stops cleanly on SIGTERM.
 func testServiceWaits(t *testing.T, base []string) {
 	down := closedAddress(t)
 	args := append(slices.Clone(base), "--server", "https://"+down)
+	cmdline := "sluice " + strings.Join(args, " ")
 	c := cliCommand(t, args, nil)
-	var stderr bytes.Buffer
-	c.Stderr, c.Stdout = &stderr, &stderr
+	var out lockedBuffer
+	c.Stderr, c.Stdout = &out, &out
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3500 * time.Millisecond) // the pace is what is measured: attempts at 0, 1 and 3 s
+	// Three attempts come at 0, 1 and 3 s; wait for them, with a deadline.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(retries(out.String())) < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	_ = c.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("%s: stopped with %v after SIGTERM, want exit 0; output:\n%s", strings.Join(args, " "), err, stderr.String())
+			t.Errorf("%s: stopped with %v after SIGTERM, want exit 0; output:\n%s", cmdline, err, out.String())
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		_ = c.Process.Kill()
-		t.Fatalf("%s: still running 5s after SIGTERM; output:\n%s", strings.Join(args, " "), stderr.String())
+		t.Fatalf("%s: still running 10s after SIGTERM; output:\n%s", cmdline, out.String())
 	}
-	var attempts int
-	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
-		if strings.Contains(line, "API server unreachable, retrying") {
-			attempts++
-			if !strings.Contains(line, "https://"+down) || !strings.Contains(line, "connection refused") {
-				t.Errorf("an attempt's line names neither the server nor the cause: %s", line)
-			}
+	attempts := retries(out.String())
+	if len(attempts) < 3 {
+		t.Fatalf("%s: %d attempts logged in 30s, want 3 (at 0, 1 and 3 s); output:\n%s", cmdline, len(attempts), out.String())
+	}
+	for i, a := range attempts {
+		if a.Server != "https://"+down || !strings.Contains(a.Cause, "connection refused") {
+			t.Errorf("attempt %d names server %q, cause %q; want the server and the refusal", i+1, a.Server, a.Cause)
+		}
+		if i == 0 {
+			continue
+		}
+		prev := attempts[i-1]
+		wait, err := time.ParseDuration(prev.RetryIn)
+		if err != nil {
+			t.Fatalf("attempt %d: retryIn %q: %v", i, prev.RetryIn, err)
+		}
+		if gap := a.Time.Sub(prev.Time); gap < wait*9/10 {
+			t.Errorf("attempt %d came %s after the one before, which said it would wait %s: a flood", i+1, gap, wait)
+		}
+		if next, _ := time.ParseDuration(a.RetryIn); next != min(2*wait, time.Minute) {
+			t.Errorf("attempt %d waits %s after one that waited %s; want twice as long (at most 1m)", i+1, next, wait)
 		}
 	}
-	// Three attempts (0, 1, 3 s) in 3.5 s; a slow machine may see two. A
-	// flood would be dozens.
-	if attempts < 2 || attempts > 4 {
-		t.Errorf("%s: %d attempts logged in 3.5s, want 2 to 4 (backoff 1s, 2s, 4s); output:\n%s", strings.Join(args, " "), attempts, stderr.String())
+	if lines := strings.Count(out.String(), "\n"); lines > len(attempts)+3 {
+		t.Errorf("%s: %d lines of output for %d attempts: a flood; output:\n%s", cmdline, lines, len(attempts), out.String())
 	}
-	if lines := strings.Count(stderr.String(), "\n"); lines > attempts+3 {
-		t.Errorf("%s: %d lines of output for %d attempts: a flood; output:\n%s", strings.Join(args, " "), lines, attempts, stderr.String())
+}
+
+// retry is one logged attempt to reach the API server.
+type retry struct {
+	Time    time.Time `json:"time"`
+	Msg     string    `json:"msg"`
+	Server  string    `json:"server"`
+	Cause   string    `json:"cause"`
+	RetryIn string    `json:"retryIn"`
+}
+
+// retries reads the attempts from a service's JSON log.
+func retries(log string) []retry {
+	var out []retry
+	for _, line := range strings.Split(log, "\n") {
+		var r retry
+		if json.Unmarshal([]byte(line), &r) == nil && r.Msg == "API server unreachable, retrying" {
+			out = append(out, r)
+		}
 	}
+	return out
+}
+
+// lockedBuffer is a buffer a child process writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // testConfiguration: no configuration at all, a malformed kubeconfig, a
