@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,7 +63,7 @@ func Observe(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) *Vi
 			}
 		}
 		if at, expired, ok := Expiry(n, pool.DisruptionSpec(), now); ok && !expired && n.DeletionTimestamp.IsZero() {
-			v.NextChange = sooner(v.NextChange, at.Sub(now))
+			v.changesIn(at.Sub(now))
 		}
 	}
 	v.Replacements = Replacements(members)
@@ -83,7 +84,7 @@ func Observe(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) *Vi
 		}
 	}
 	if t, ok, err := budget.NextChange(pool.DisruptionSpec().BudgetsOrDefault(), now); err == nil && ok {
-		v.NextChange = sooner(v.NextChange, t.Sub(now)+time.Second)
+		v.changesIn(t.Sub(now) + time.Second)
 	}
 	return v
 }
@@ -122,7 +123,7 @@ func (v *View) AllowedByReason(now time.Time) []v1alpha1.AllowedDisruptions {
 		if err != nil {
 			continue
 		}
-		out = append(out, v1alpha1.AllowedDisruptions{Reason: r, Nodes: clamp32(a.Nodes)})
+		out = append(out, v1alpha1.AllowedDisruptions{Reason: r, Nodes: int32(min(a.Nodes, math.MaxInt32))}) //nolint:gosec // bounded above; never negative
 	}
 	return out
 }
@@ -161,22 +162,11 @@ func (v *View) Budget(r v1alpha1.DisruptionReason, now time.Time) BudgetFacts {
 	return f
 }
 
-// sooner is the earlier of two waits, zero meaning none.
-func sooner(a, b time.Duration) time.Duration {
-	if a <= 0 || (b > 0 && b < a) {
-		return b
+// changesIn notes that something changes by itself after d (positive).
+func (v *View) changesIn(d time.Duration) {
+	if v.NextChange <= 0 || d < v.NextChange {
+		v.NextChange = d
 	}
-	return a
-}
-
-func clamp32(n int) int32 {
-	if n > 1<<31-1 {
-		return 1<<31 - 1
-	}
-	if n < 0 {
-		return 0
-	}
-	return int32(n) //nolint:gosec // clamped above
 }
 
 // UpgradeWidth is spec.upgrade resolved against the pool's Size: how many

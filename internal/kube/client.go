@@ -169,8 +169,7 @@ func (f *ClientFlags) connect(contact func(cfg *rest.Config, source string) erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("building a client: %w", err)
 	}
-	_, source := f.Endpoint(cfg)
-	if err := contact(cfg, source); err != nil {
+	if err := contact(cfg, f.source()); err != nil {
 		return nil, nil, err
 	}
 	return c, cfg, nil

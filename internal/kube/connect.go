@@ -54,15 +54,16 @@ func (e *Unreachable) Error() string {
 
 func (e *Unreachable) Unwrap() error { return e.Cause }
 
-// Endpoint says which API server the flags point at and where that came
-// from, for messages; it reads the configuration without contacting anyone.
-func (f *ClientFlags) Endpoint(cfg *rest.Config) (server, source string) {
+// source says where the API server's address came from (--server, a
+// kubeconfig and its context, in-cluster), for messages; it reads the
+// configuration without contacting anyone.
+func (f *ClientFlags) source() string {
 	conn := f.flags()
 	switch {
 	case conn.APIServer != nil && *conn.APIServer != "":
-		return cfg.Host, "--server"
+		return "--server"
 	case os.Getenv("KUBERNETES_SERVICE_HOST") != "" && !f.hasKubeconfig():
-		return cfg.Host, "in-cluster configuration"
+		return "in-cluster configuration"
 	}
 	raw, err := conn.ToRawKubeConfigLoader().RawConfig()
 	context := raw.CurrentContext
@@ -71,9 +72,9 @@ func (f *ClientFlags) Endpoint(cfg *rest.Config) (server, source string) {
 	}
 	files := strings.Join(f.kubeconfigPaths(), ", ")
 	if err != nil || context == "" {
-		return cfg.Host, "kubeconfig " + files
+		return "kubeconfig " + files
 	}
-	return cfg.Host, fmt.Sprintf("kubeconfig %s, context %s", files, context)
+	return fmt.Sprintf("kubeconfig %s, context %s", files, context)
 }
 
 // checkConfig refuses, before any request, a configuration that names no
