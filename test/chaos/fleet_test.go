@@ -33,20 +33,6 @@ const (
 	leaseName           = "sluice-controller-chaos"
 )
 
-// sluiceBinary builds the sluice command once per test binary.
-var sluiceBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "sluice-chaos-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "sluice")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-dev/sluice/cmd/sluice").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("building sluice: %w\n%s", err, out)
-	}
-	return bin, nil
-})
-
 // controllerKubeconfig installs the chart's controller RBAC and writes a
 // kubeconfig that authenticates as its service account, reaching the API
 // server at server (the sandbox's, or a proxy's): the controllers under test

@@ -89,10 +89,7 @@ func runScenario(t *testing.T, env *sandboxtest.Env, server string, ca []byte, s
 		t.Fatal(err)
 	}
 	a.Undisturbed(s.maint[4], "its metadata held only entries sluice rejected")
-	bin, err := sluiceBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := sandboxtest.Sluice(t)
 	// -v 6: the client's request traces go into the logs too, for the
 	// check that no secret does.
 	f := newFleet(t, bin, controllerKubeconfig(t, env, server, ca), env.Client, seed, []string{"chaos-a", "chaos-b"}, "-v", "6")
@@ -406,6 +403,13 @@ func (s *scene) liveLeader(f *fleet, deadline, since time.Time) string {
 
 // reconciled makes the changes quiet describes, marked, and waits for the
 // leader's writes that answer them.
+//
+// The pool's answer is durable: a status write that fails is retried by the
+// reconcile. A node's answer is an Event, and Events are best-effort: the
+// recorder drops one the API server refuses with a 5xx, which the proxy
+// injects. So a node whose Event has not come within eventLost gets its
+// report written again, with the marker and a count; the Event of that new
+// reconcile carries the marker as well.
 func (s *scene) reconciled(f *fleet, deadline time.Time, marker string) {
 	s.t.Helper()
 	ctx := s.t.Context()
@@ -415,22 +419,19 @@ func (s *scene) reconciled(f *fleet, deadline time.Time, marker string) {
 		s.t.Fatalf("editing pool %s: %v", s.name, err)
 	}
 	generation := s.pool.Generation
-	sentinel := errors.New(marker)
-	for i, n := range s.maint {
-		if i == 4 {
-			s.reportRejected(n, errUnreadable, sentinel)
+	mark := func(n string, part error) {
+		if n == s.maint[4] {
+			s.reportRejected(n, errUnreadable, part)
 		} else {
-			s.reportRejected(n, sentinel)
+			s.reportRejected(n, part)
 		}
 	}
+	for _, n := range s.maint {
+		mark(n, errors.New(marker))
+	}
+	written, again := time.Now(), 0
 	s.waitUntil(f, deadline, marker+": the leader's reconcile of the pool and of each maintenance node", func(ctx context.Context) (bool, error) {
-		pool := &v1alpha1.NodePool{}
-		if err := s.kube.Get(ctx, client.ObjectKeyFromObject(s.pool), pool); err != nil {
-			return false, err
-		}
-		if pool.Status.ObservedGeneration < generation {
-			return false, nil
-		}
+		var unanswered []string
 		for _, n := range s.maint {
 			events, err := s.env.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
 				FieldSelector: fields.Set{"involvedObject.name": n, "reason": "MetadataRejected"}.String()})
@@ -438,12 +439,28 @@ func (s *scene) reconciled(f *fleet, deadline time.Time, marker string) {
 				return false, err
 			}
 			if !slices.ContainsFunc(events.Items, func(e corev1.Event) bool { return strings.Contains(e.Message, marker) }) {
-				return false, nil
+				unanswered = append(unanswered, n)
 			}
 		}
-		return true, nil
+		if len(unanswered) > 0 && time.Since(written) > eventLost {
+			again++
+			s.t.Logf("%s: no MetadataRejected Event yet for %v; writing their reports again (%d)", marker, unanswered, again)
+			for _, n := range unanswered {
+				mark(n, fmt.Errorf("%s (again, %d)", marker, again))
+			}
+			written = time.Now()
+		}
+		pool := &v1alpha1.NodePool{}
+		if err := s.kube.Get(ctx, client.ObjectKeyFromObject(s.pool), pool); err != nil {
+			return false, err
+		}
+		return pool.Status.ObservedGeneration >= generation && len(unanswered) == 0, nil
 	})
 }
+
+// eventLost is how long reconciled waits for a node's Event before taking it
+// as dropped: far longer than a live leader takes to reconcile a node.
+const eventLost = 15 * time.Second
 
 // emptied: the nodes are cordoned and hold no pod that had to leave.
 func (s *scene) emptied(ctx context.Context, names ...string) (bool, error) {

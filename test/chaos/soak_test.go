@@ -58,10 +58,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := sluiceBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := sandboxtest.Sluice(t)
 	metrics := freeAddress(t)
 	f := newFleet(t, bin, controllerKubeconfig(t, env, proxy.URL(), proxy.CA()), env.Client, seed, []string{"soak"}, "--metrics-bind-address", metrics)
 

@@ -477,3 +477,11 @@ func decode(t *testing.T, raw string, v any) {
 		t.Fatalf("decoding %q: %v", raw, err)
 	}
 }
+
+// TestMain removes the sluice binary the walk built; the walk starts its
+// own sandbox, as a user would, so it needs no shared one.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	sandboxtest.RemoveBinary()
+	os.Exit(code)
+}

@@ -11,6 +11,7 @@ import (
 
 var (
 	buildOnce  sync.Once
+	builtDir   string
 	builtBin   string
 	builtError error
 )
@@ -26,7 +27,7 @@ func Sluice(t testing.TB) string {
 			builtError = err
 			return
 		}
-		builtBin = filepath.Join(dir, "sluice")
+		builtDir, builtBin = dir, filepath.Join(dir, "sluice")
 		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/sluice-dev/sluice/cmd/sluice").CombinedOutput()
 		if err != nil {
 			builtError = fmt.Errorf("building sluice: %w\n%s", err, out)
@@ -36,4 +37,13 @@ func Sluice(t testing.TB) string {
 		t.Fatal(builtError)
 	}
 	return builtBin
+}
+
+// RemoveBinary deletes what Sluice built, so that no run leaves a 180 MB
+// binary behind in the temporary directory. Main calls it once the tests
+// end; a package without Main calls it from its own TestMain.
+func RemoveBinary() {
+	if builtDir != "" {
+		_ = os.RemoveAll(builtDir)
+	}
 }

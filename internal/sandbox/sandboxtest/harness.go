@@ -47,10 +47,14 @@ var shared *sandbox.Sandbox
 // With -short no sandbox starts and the tests that need one skip.
 func Main(m *testing.M) {
 	flag.Parse()
+	var code int
 	if testing.Short() {
-		os.Exit(m.Run())
+		code = m.Run()
+	} else {
+		code = run(m)
 	}
-	os.Exit(run(m))
+	RemoveBinary()
+	os.Exit(code)
 }
 
 func run(m *testing.M) int {
