@@ -6,6 +6,7 @@ package awsclient
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
@@ -53,3 +54,19 @@ func Load(ctx context.Context, region string) (aws.Config, error) {
 	}
 	return Share(cfg, DefaultRetryTokens), nil
 }
+
+// Process is the one AWS configuration of the process: the first call loads
+// it (Load, with region as its fallback) and every later one shares it, so
+// the queue reader's and the aws-asg provider's clients draw on one retry
+// budget.
+var Process = func() func(context.Context, string) (aws.Config, error) {
+	var (
+		once sync.Once
+		cfg  aws.Config
+		err  error
+	)
+	return func(ctx context.Context, region string) (aws.Config, error) {
+		once.Do(func() { cfg, err = Load(ctx, region) })
+		return cfg, err
+	}
+}()

@@ -7,15 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -29,9 +24,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/memlimit"
 	"github.com/sluice-dev/sluice/internal/provider"
-	"github.com/sluice-dev/sluice/internal/provider/awsasg"
-	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
-	"github.com/sluice-dev/sluice/internal/provider/kwok"
+	"github.com/sluice-dev/sluice/internal/provider/registry"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -191,8 +184,8 @@ func (f *controllerFlags) validateServing() []error {
 func (f *controllerFlags) validatePools() []error {
 	var errs []error
 	for _, p := range f.providers {
-		if !slices.Contains(provider.Names(), v1alpha1.ProviderName(p)) {
-			errs = append(errs, fmt.Errorf("--providers %q: sluice knows %v", p, provider.Names()))
+		if _, ok := registry.Lookup(v1alpha1.ProviderName(p)); !ok {
+			errs = append(errs, fmt.Errorf("--providers %q: sluice knows %v", p, registry.Names()))
 		}
 	}
 	if f.registration <= 0 {
@@ -293,7 +286,7 @@ func readTemplate(v string) (string, error) {
 	return string(data), nil
 }
 
-// providers makes the named machine providers, running those with work of
+// providers starts the named machine providers, running those with work of
 // their own until ctx ends. namespace is the controller's, where the
 // azure-vmss provider keeps its claims.
 func providers(ctx context.Context, cfg *rest.Config, names []string, namespace string, clk clock.WithTicker, log *slog.Logger) (provider.Set, error) {
@@ -301,41 +294,11 @@ func providers(ctx context.Context, cfg *rest.Config, names []string, namespace 
 	if err != nil {
 		return nil, fmt.Errorf("building the providers' client: %w", err)
 	}
-	set := provider.Set{}
-	for _, n := range names {
-		switch name := v1alpha1.ProviderName(n); name {
-		case v1alpha1.ProviderKwok:
-			k := kwok.New(client, clk, kwok.Options{Log: log.With("provider", name)})
-			go func() { _ = k.Run(ctx) }()
-			set[name] = k
-		case v1alpha1.ProviderAWSASG:
-			// The SDK's default chain: IRSA or EKS Pod Identity in a
-			// cluster, the environment or a profile outside one; the
-			// region from AWS_REGION, the profile, or the instance's
-			// metadata. No credential is ever logged.
-			awsCfg, err := awsConfig(ctx, "")
-			if err != nil {
-				return nil, fmt.Errorf("--providers aws-asg: %w", err)
-			}
-			if awsCfg.Region == "" {
-				return nil, errors.New("--providers aws-asg: no AWS region: set AWS_REGION (in the chart: controller.env)")
-			}
-			set[name] = awsasg.New(ec2.NewFromConfig(awsCfg), autoscaling.NewFromConfig(awsCfg), clk)
-		case v1alpha1.ProviderAzureVMSS:
-			// azidentity's default chain: workload identity in a cluster
-			// (AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE,
-			// set by the webhook), the environment or the Azure CLI outside
-			// one. The subscription is each pool's. No credential is ever
-			// logged.
-			cred, err := azidentity.NewDefaultAzureCredential(nil)
-			if err != nil {
-				return nil, fmt.Errorf("--providers azure-vmss: loading the Azure credentials: %w", err)
-			}
-			set[name] = azurevmss.New(cred, azurevmss.NewConfigMapClaims(client, namespace), clk,
-				azurevmss.Options{Log: log.With("provider", name)})
-		}
+	named := make([]v1alpha1.ProviderName, len(names))
+	for i, n := range names {
+		named[i] = v1alpha1.ProviderName(n)
 	}
-	return set, nil
+	return registry.Start(ctx, named, provider.Env{Client: client, Namespace: namespace, Clock: clk, Log: log})
 }
 
 // awsQueue builds the AWS queue mode's reader (the SDK's default chain; the
@@ -345,7 +308,7 @@ func awsQueue(ctx context.Context, cfg *rest.Config, url string, clk clock.WithT
 	if m := sqsURL.FindStringSubmatch(url); m != nil { // validate checked it
 		region = m[1]
 	}
-	awsCfg, err := awsConfig(ctx, region)
+	awsCfg, err := awsclient.Process(ctx, region)
 	if err != nil {
 		return nil, fmt.Errorf("--aws-queue-url: %w", err)
 	}
@@ -360,18 +323,3 @@ func awsQueue(ctx context.Context, cfg *rest.Config, url string, clk clock.WithT
 
 // sqsURL is an SQS queue URL; the first group is its region.
 var sqsURL = regexp.MustCompile(`^https://sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
-
-// awsConfig is the one AWS configuration of the process (the queue reader's
-// and the aws-asg provider's clients share its retry budget); region is the
-// fallback of its first caller.
-var awsConfig = func() func(context.Context, string) (aws.Config, error) {
-	var (
-		once sync.Once
-		cfg  aws.Config
-		err  error
-	)
-	return func(ctx context.Context, region string) (aws.Config, error) {
-		once.Do(func() { cfg, err = awsclient.Load(ctx, region) })
-		return cfg, err
-	}
-}()

@@ -27,7 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
-	"github.com/sluice-dev/sluice/internal/provider/kwok"
+	"github.com/sluice-dev/sluice/internal/provider/registry"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
@@ -126,15 +126,20 @@ func getPool(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Interface
 	return chosen[0], poolctrl.Members(chosen[0], nodes.Items, all), nil
 }
 
-// checkImage asks the pool's provider whether it has the image.
+// checkImage asks the pool's provider whether it can make machines of the
+// image: a provider that cannot choose an image (or a pool with none) is
+// refused with its reason, not rolled for nothing.
 func checkImage(pool *v1alpha1.NodePool, image string) error {
-	switch pool.Spec.Provider.Name {
-	case v1alpha1.ProviderKwok:
-		return kwok.CheckImage(image)
-	default:
-		return fmt.Errorf("node pool %s has provider %s: sluice makes no machines for it, so it cannot upgrade it (it reports the drifted nodes: sluice status %s)",
-			pool.Name, cmp.Or(string(pool.Spec.Provider.Name), "none"), pool.Name)
+	name := pool.Spec.Provider.Name
+	images := registry.Images(name)
+	if !images.Sets() {
+		return fmt.Errorf("node pool %s has provider %s, which cannot set a machine's image (%s); sluice will not replace its nodes for an image (it reports them: sluice status %s)",
+			pool.Name, cmp.Or(string(name), "none"), images.Unsupported, pool.Name)
 	}
+	if images.Check != nil {
+		return images.Check(image)
+	}
+	return nil
 }
 
 // upgradeInFlight says why a new upgrade may not start now, "" when it may.

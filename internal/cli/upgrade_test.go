@@ -39,6 +39,12 @@ func TestUpgradePoolRefusesBadInput(t *testing.T) {
 			Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok}, Template: &v1alpha1.NodeTemplate{Image: "img-3"}, Upgrade: &v1alpha1.UpgradeSpec{}},
 		Status: v1alpha1.NodePoolStatus{Upgrade: &v1alpha1.UpgradeStatus{Phase: v1alpha1.UpgradeProgressing, Image: "img-3", Nodes: 4, Upgraded: 1}},
 	}
+	asg := &v1alpha1.NodePool{
+		TypeMeta:   upgrading.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: "asg"},
+		Spec: v1alpha1.NodePoolSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "asg"}},
+			Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAWSASG}, Template: &v1alpha1.NodeTemplate{}},
+	}
 	for _, tc := range []struct {
 		name, pool string
 		flags      upgradeFlags
@@ -49,13 +55,14 @@ func TestUpgradePoolRefusesBadInput(t *testing.T) {
 		{"surge and unavailable 0", "spot", upgradeFlags{image: "img-3", maxSurge: "0", maxUnavailable: "0%"}, []string{"max-surge", "max-unavailable"}, "come to 0 nodes"},
 		{"bad surge", "spot", upgradeFlags{image: "img-3", maxSurge: "150%"}, []string{"max-surge"}, "--max-surge"},
 		{"bad behaviour", "spot", upgradeFlags{image: "img-3", behavior: "Delete"}, []string{"undrainable-node-behavior"}, "use Schedule or Cordon"},
-		{"provider none", "gpu", upgradeFlags{image: "img-3"}, nil, "cannot upgrade it"},
+		{"provider none", "gpu", upgradeFlags{image: "img-3"}, nil, "sluice makes no machines for it"},
+		{"provider sets no image", "asg", upgradeFlags{image: "ami-0abc"}, nil, "aws-asg launches the AMI of the Auto Scaling group's launch template"},
 		{"already upgrading", "busy", upgradeFlags{image: "img-4"}, nil, "is upgrading to img-3"},
 		{"already upgrading to it", "busy", upgradeFlags{image: "img-3"}, nil, "already upgrading to img-3"},
 		{"no such pool", "nope", upgradeFlags{image: "img-3"}, nil, "node pool nope not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kc, dyn := cluster(t, upgrading)
+			kc, dyn := cluster(t, upgrading, asg)
 			changed := func(f string) bool { return strings.Contains(strings.Join(tc.changed, ","), f) }
 			var out bytes.Buffer
 			err := runUpgradePool(context.Background(), &out, kc, dyn, tc.pool, tc.flags, changed)

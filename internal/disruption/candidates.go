@@ -36,7 +36,8 @@ func (c Candidate) Message() string {
 }
 
 // Candidates returns the nodes of pool that should be replaced: drifted
-// (Drift finds a difference from the template; hash as Drift takes it), else
+// (PoolDrift finds a difference from the template that replacing the node
+// would remove; hash as Drift takes it), else
 // expired at now. Nodes already being deleted are passed over. The oldest
 // node comes first (by creation, then name) whatever its reason, so a
 // rollout takes nodes in an order a person can predict.
@@ -56,7 +57,7 @@ func Candidates(pool *v1alpha1.NodePool, nodes []*corev1.Node, hash string, now 
 		if at, expired, _ := Expiry(node, pool.DisruptionSpec(), now); expired {
 			c.Reason, c.ExpiredAt = v1alpha1.ReasonExpired, at
 		}
-		if diffs := Drift(node, pool.Spec.Template, hash); len(diffs) > 0 {
+		if diffs := PoolDrift(node, pool, hash); Replaceable(diffs) {
 			c.Reason, c.Differences = v1alpha1.ReasonDrifted, diffs
 		}
 		if c.Reason != "" {

@@ -2,6 +2,7 @@ package disruption_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,55 @@ func TestCandidates(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Candidates =\n  %v\nwant\n  %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// An image a pool's provider cannot set is reported, never acted on: the
+// replacement would boot the same image and be drifted at birth.
+func TestAnImageTheProviderCannotSetIsLeftAlone(t *testing.T) {
+	newImage := &v1alpha1.NodeTemplate{Image: "ami-new", Labels: map[string]string{"team": "ml"}}
+	old := func(name string, opts ...nodeOpt) *corev1.Node {
+		return node(name, append(opts, annotate(contract.AnnotationImage, "ami-old"))...)
+	}
+	for _, tc := range []struct {
+		name     string
+		provider v1alpha1.ProviderName
+		nodes    []*corev1.Node
+		want     []string // the candidates
+		left     bool     // the image difference is marked left alone
+	}{
+		{"kwok sets images", v1alpha1.ProviderKwok, []*corev1.Node{old("a", label("team", "ml"))}, []string{"a"}, false},
+		{"aws-asg does not", v1alpha1.ProviderAWSASG, []*corev1.Node{old("a", label("team", "ml"))}, nil, true},
+		{"azure-vmss does not", v1alpha1.ProviderAzureVMSS, []*corev1.Node{old("a", label("team", "ml"))}, nil, true},
+		{"another difference still counts", v1alpha1.ProviderAWSASG, []*corev1.Node{old("a", label("team", "web"))}, []string{"a"}, true},
+		{"no provider: reported as it is", "", []*corev1.Node{old("a", label("team", "ml"))}, []string{"a"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := nodePool(template(newImage), func(p *v1alpha1.NodePool) { p.Spec.Provider.Name = tc.provider })
+			var got []string
+			for _, c := range disruption.Candidates(pool, tc.nodes, "", t0) {
+				got = append(got, c.Node.Name)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("candidates %v, want %v", got, tc.want)
+			}
+			diffs := disruption.PoolDrift(tc.nodes[0], pool, "")
+			var image *disruption.Difference
+			for i := range diffs {
+				if diffs[i].Field == "image" {
+					image = &diffs[i]
+				}
+			}
+			if image == nil {
+				t.Fatalf("differences %v: the image is not reported", diffs)
+			}
+			if left := image.Left != ""; left != tc.left {
+				t.Errorf("image difference %q: left alone %v, want %v", image, left, tc.left)
+			}
+			if tc.left && !strings.Contains(image.String(), "cannot set a machine's image") {
+				t.Errorf("image difference %q does not say why it is left alone", image)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sluice-dev/sluice/internal/provider/registry"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
@@ -21,6 +22,9 @@ type Difference struct {
 	// has none).
 	Want string `json:"want"`
 	Got  string `json:"got"`
+	// Left says why sluice does not replace the node for this difference
+	// ("" when it does): replacing it would not remove the difference.
+	Left string `json:"left,omitempty"`
 }
 
 // String reads as a line of kubectl describe: "image: want X, node has Y".
@@ -32,7 +36,37 @@ func (d Difference) String() string {
 	if got == "" {
 		got = "none"
 	}
-	return fmt.Sprintf("%s: want %s, node has %s", d.Field, want, got)
+	line := fmt.Sprintf("%s: want %s, node has %s", d.Field, want, got)
+	if d.Left != "" {
+		line += " (left alone: " + d.Left + ")"
+	}
+	return line
+}
+
+// PoolDrift is Drift for a member of pool, each difference that replacing
+// the node would not remove marked Left: the image, on a pool whose provider
+// cannot choose one (its replacement would boot the same image, drifted at
+// birth, and be replaced again, without end).
+func PoolDrift(node *corev1.Node, pool *v1alpha1.NodePool, hash string) []Difference {
+	diffs := Drift(node, pool.Spec.Template, hash)
+	if !pool.Spec.Provider.Manages() {
+		return diffs // sluice makes no machines: it only reports
+	}
+	images := registry.Images(pool.Spec.Provider.Name)
+	if images.Sets() {
+		return diffs
+	}
+	for i := range diffs {
+		if diffs[i].Field == "image" {
+			diffs[i].Left = fmt.Sprintf("provider %s cannot set a machine's image: %s", pool.Spec.Provider.Name, images.Unsupported)
+		}
+	}
+	return diffs
+}
+
+// Replaceable says whether any of diffs is a reason to replace the node.
+func Replaceable(diffs []Difference) bool {
+	return slices.ContainsFunc(diffs, func(d Difference) bool { return d.Left == "" })
 }
 
 // Cloud labels drift reads on nodes sluice did not make.

@@ -205,7 +205,7 @@ func Explain(in ExplainInput) Explanation {
 	if e.Pool.Provider == "" {
 		e.Pool.Provider = v1alpha1.ProviderNone
 	}
-	e.Differences = Drift(node, pool.Spec.Template, hash)
+	e.Differences = PoolDrift(node, pool, hash)
 	if at, expired, ok := Expiry(node, pool.DisruptionSpec(), now); ok {
 		e.Expiry = &Expiration{At: at, Expired: expired}
 	}

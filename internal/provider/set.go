@@ -14,11 +14,6 @@ import (
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
-// Names lists the providers sluice can run.
-func Names() []v1alpha1.ProviderName {
-	return []v1alpha1.ProviderName{v1alpha1.ProviderKwok, v1alpha1.ProviderAWSASG, v1alpha1.ProviderAzureVMSS}
-}
-
 // NotEnabled is the error for a pool whose provider this controller does not
 // run.
 func NotEnabled(name v1alpha1.ProviderName) error {
