@@ -168,6 +168,10 @@ func (noMachines) DeleteMachine(_ context.Context, pool *v1alpha1.NodePool, _ st
 	return provider.NotEnabled(pool.Spec.Provider.Name)
 }
 
+func (noMachines) ListMachines(_ context.Context, pool *v1alpha1.NodePool) ([]*provider.Machine, error) {
+	return nil, provider.NotEnabled(pool.Spec.Provider.Name)
+}
+
 // MachineOf and NamesOf answer as a set of no providers does.
 func (noMachines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
 	return provider.NewMachines(nil, nil).MachineOf(pool, n)

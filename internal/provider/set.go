@@ -57,6 +57,16 @@ func (m *Machines) GetMachine(ctx context.Context, pool *v1alpha1.NodePool, name
 	return p.Get(ctx, name)
 }
 
+// ListMachines lists the machines the pool's provider made for it (its own
+// tag or claim only: never a machine the group or scale set made itself).
+func (m *Machines) ListMachines(ctx context.Context, pool *v1alpha1.NodePool) ([]*Machine, error) {
+	p, ok := m.set.For(pool)
+	if !ok {
+		return nil, NotEnabled(pool.Spec.Provider.Name)
+	}
+	return p.List(ctx, pool.Name)
+}
+
 // DeleteMachine deletes one of the pool's machines; an unknown one is no
 // error.
 func (m *Machines) DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error {

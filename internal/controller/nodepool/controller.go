@@ -48,6 +48,8 @@ type Machines interface {
 	CreateMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error)
 	GetMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error)
 	DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error
+	// ListMachines lists the machines the pool's provider made for it.
+	ListMachines(ctx context.Context, pool *v1alpha1.NodePool) ([]*provider.Machine, error)
 	// MachineOf is the name of the machine the pool's Node is; NamesOf
 	// every name a Node is known by as a machine (provider.Machines).
 	MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string
@@ -113,6 +115,8 @@ type Controller struct {
 	given map[string]time.Time
 	// wake queues a pool when one of its drains ends.
 	wake chan event.GenericEvent
+	// orphans paces the passes that find machines nothing accounts for.
+	orphans orphanPasses
 }
 
 // markWait bounds how long a mark the cache does not show yet is trusted.
@@ -310,6 +314,13 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		next = sooner(next, wait)
 		// What replace wrote changes the counts: the node events it causes
 		// queue the pool again, and the status follows then.
+	}
+	if pool.Spec.Provider.Manages() && c.machines.Serves(pool.Spec.Provider.Name) {
+		wait, err := c.collectOrphans(ctx, pool, nodes.Items, now)
+		if err != nil {
+			c.opts.Log.Error("collecting orphaned machines", "nodepool", pool.Name, "err", err)
+		}
+		next = sooner(next, wait)
 	}
 	if err := c.writeStatus(ctx, pool, v, problem, now); err != nil {
 		return reconcile.Result{}, err

@@ -28,6 +28,9 @@ type Metrics struct {
 	// UpgradePhase is 1 for the upgrade's phase.
 	UpgradeNodes *prometheus.GaugeVec
 	UpgradePhase *prometheus.GaugeVec
+	// OrphansDeleted counts machines deleted because nothing accounted for
+	// them (no Node, no record).
+	OrphansDeleted *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -55,9 +58,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Nodes of the pool's image upgrade by state: total, upgraded, in_flight, blocked, quarantined."}, []string{"pool", "state"}),
 		UpgradePhase: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_upgrade_phase",
 			Help: "1 for the phase the pool's image upgrade is in (Progressing, Paused, Aborted, Succeeded, Failed), 0 for the others."}, []string{"pool", "phase"}),
+		OrphansDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_orphaned_machines_deleted_total",
+			Help: "Machines the pool's provider made that had no Node and no record naming them, long after they should have registered, deleted."}, []string{"pool"}),
 	}
 	reg.MustRegister(m.Ready, m.Drifted, m.Allowed, m.Decisions, m.ProviderErrors, m.ReplacementSeconds, m.Consolidation, m.ConsolidationSeconds,
-		m.UpgradeNodes, m.UpgradePhase)
+		m.UpgradeNodes, m.UpgradePhase, m.OrphansDeleted)
 	return m
 }
 
@@ -140,4 +145,10 @@ func (m *Metrics) forget(pool string) {
 func nextBudgetChange(pool *v1alpha1.NodePool, now time.Time) (time.Time, bool) {
 	t, ok, err := budget.NextChange(pool.DisruptionSpec().BudgetsOrDefault(), now)
 	return t, ok && err == nil
+}
+
+func (m *Metrics) orphanDeleted(pool string) {
+	if m != nil {
+		m.OrphansDeleted.WithLabelValues(pool).Inc()
+	}
 }
