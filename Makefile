@@ -60,7 +60,7 @@ FUZZTARGETS := \
 	./internal/agent:FuzzProviderID \
 	./internal/memlimit:FuzzCgroupLimit \
 	./pkg/maintenance:FuzzReport \
-	./pkg/drain:FuzzClaim \
+	./pkg/ownership:FuzzClaim \
 	./pkg/drain:FuzzRemedy \
 	./pkg/doctor:FuzzDiagnose \
 	./pkg/maintenance/azure:FuzzParseDocument \

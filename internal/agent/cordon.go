@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // A spot preemption gives 30 s to 2 min of notice. The controller cordons a
@@ -88,7 +88,7 @@ func (a *Agent) reportAndCordon(ctx context.Context, node *corev1.Node, r mainte
 	}
 	if err == nil {
 		a.cordonedFor[e.ID] = true
-		a.log.Info("cordoned the node: the machine is going away", "id", e.ID, "type", e.Type, "deadline", e.Deadline, "owner", drain.MaintenanceOwner(e.ID))
+		a.log.Info("cordoned the node: the machine is going away", "id", e.ID, "type", e.Type, "deadline", e.Deadline, "owner", ownership.MaintenanceOwner(e.ID))
 		return nil
 	}
 	a.log.Warn("could not cordon the node with the report; writing the report alone, the controller cordons it", "id", e.ID, "err", err)
@@ -100,7 +100,7 @@ func (a *Agent) cordonPatch(ctx context.Context, resourceVersion, report string,
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{
 			"resourceVersion": resourceVersion,
-			"annotations":     map[string]any{contract.AnnotationMaintenanceEvents: report, contract.AnnotationCordonedBy: drain.MaintenanceOwner(e.ID)},
+			"annotations":     map[string]any{contract.AnnotationMaintenanceEvents: report, contract.AnnotationCordonedBy: ownership.MaintenanceOwner(e.ID)},
 		},
 		"spec": map[string]any{"unschedulable": true},
 	})

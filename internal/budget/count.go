@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // AnnotationDisruption marks a node the disruption controller is taking away;
@@ -28,7 +28,7 @@ func Disrupting(node *corev1.Node, now time.Time) (why string, counts bool) {
 	if _, ok := node.Annotations[AnnotationDisruption]; ok {
 		return "marked for disruption", true
 	}
-	if holder, _, ok := drain.LiveClaim(node, now); ok {
+	if holder, _, ok := ownership.LiveClaim(node, now); ok {
 		if holder == "" {
 			return "being drained", true
 		}

@@ -28,9 +28,14 @@ func newPlanCommand() *cobra.Command {
 	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
 	var output, image string
 	cmd := &cobra.Command{
-		Use:   "plan consolidation [POOL...] | plan upgrade POOL --image IMAGE",
-		Short: "Print the consolidation sluice would carry out now, and why the other nodes stay",
-		Long: `Plan runs the controller's own consolidation pass against the cluster as it is now and prints,
+		Use:   "plan [disruption] [POOL...] | plan consolidation [POOL...] | plan upgrade POOL --image IMAGE",
+		Short: "Print what sluice would disrupt now, in order, and why the other nodes stay",
+		Long: `Plan disruption (plain "sluice plan" too) runs the controller's own pass over each NodePool, as
+if it ran the pool's provider, under --dry-run, and prints the commands it would carry out now, in
+the order of its methods (Upgrade, Drifted, Expired, Empty, Underutilized), each within what the
+budgets leave after the ones before: the node, and what would be done to it and why.
+
+Plan consolidation runs the controller's own consolidation pass against the cluster as it is now and prints,
 per NodePool, the command it would carry out (nodes deleted or replaced, the new node's type, cost
 per hour before and after, the pods that move and where), then each node it would leave alone and
 why (budget, PodDisruptionBudget, do-not-disrupt, recently changed, no cheaper fit, savings below
@@ -44,7 +49,9 @@ waves and the soak), and every node predicted to block (a budget that can never 
 no room for its pods even with the surge nodes), with the fix.
 
 Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
-		Example: `  sluice plan consolidation
+		Example: `  sluice plan
+  sluice plan disruption batch -o json
+  sluice plan consolidation
   sluice plan consolidation batch -o json
   sluice plan upgrade batch --image AKSUbuntu-2204gen2containerd-202612.01.0`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -52,8 +59,13 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 			if err != nil {
 				return err
 			}
-			if len(args) == 0 || args[0] != "consolidation" && args[0] != "upgrade" {
-				return errors.New("sluice plans consolidation or upgrades: `sluice plan consolidation [POOL...]` or `sluice plan upgrade POOL --image IMAGE`")
+			if len(args) == 0 {
+				args = []string{"disruption"}
+			}
+			switch args[0] {
+			case "disruption", "consolidation", "upgrade":
+			default:
+				return fmt.Errorf("sluice plans disruption, consolidation or upgrades, not %q: `sluice plan [disruption] [POOL...]`, `sluice plan consolidation [POOL...]` or `sluice plan upgrade POOL --image IMAGE`", args[0])
 			}
 			if args[0] == "upgrade" && len(args) != 2 {
 				return errors.New("name one pool: `sluice plan upgrade POOL --image IMAGE`")
@@ -61,6 +73,9 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 			kc, dyn, err := poolClients(cmd.Context(), client)
 			if err != nil {
 				return err
+			}
+			if args[0] == "disruption" {
+				return runPlanDisruption(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args[1:], format, clock.RealClock{}.Now())
 			}
 			if args[0] == "upgrade" {
 				return runPlanUpgrade(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args[1], image, format, clock.RealClock{}.Now())

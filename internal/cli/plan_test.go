@@ -60,11 +60,11 @@ func TestPlanConsolidation(t *testing.T) {
 	}
 }
 
-// TestPlanArgumentsBeforeTheCluster: consolidation and upgrades are
-// planned, an upgrade of one pool, and that is said before any kubeconfig
-// is read.
+// TestPlanArgumentsBeforeTheCluster: disruption, consolidation and upgrades
+// are planned, an upgrade of one pool, and that is said before any
+// kubeconfig is read.
 func TestPlanArgumentsBeforeTheCluster(t *testing.T) {
-	for _, args := range [][]string{{"plan"}, {"plan", "expiry"}, {"plan", "upgrade"}, {"plan", "upgrade", "a", "b"}} {
+	for _, args := range [][]string{{"plan", "expiry"}, {"plan", "upgrade"}, {"plan", "upgrade", "a", "b"}} {
 		cmd := NewRootCommand()
 		cmd.SetArgs(append(args, "--kubeconfig", "/nonexistent"))
 		cmd.SetOut(&bytes.Buffer{})

@@ -30,7 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider/registry"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // upgradeFlags are `sluice upgrade pool`'s settings; unset ones keep the
@@ -289,7 +289,7 @@ func clearBlocked(ctx context.Context, kc kubernetes.Interface, n *corev1.Node) 
 	patch := map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{contract.LabelUpgradeStatus: nil},
 		"annotations": map[string]any{contract.AnnotationUpgradeImage: nil, contract.AnnotationUpgradeBlockedBy: nil}}}
-	if drain.CordonedBy(n) == poolctrl.OwnerUpgrade {
+	if ownership.CordonedBy(n) == poolctrl.OwnerUpgrade {
 		patch["metadata"].(map[string]any)["annotations"].(map[string]any)[contract.AnnotationCordonedBy] = nil
 		patch["spec"] = map[string]any{"unschedulable": false}
 	}

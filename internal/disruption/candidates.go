@@ -11,21 +11,33 @@ import (
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
-// Candidate is a node that should be replaced, why, and since when.
+// Candidate is a node that should be replaced, the method that takes it,
+// and why.
 type Candidate struct {
 	Node *corev1.Node
-	// Reason is ReasonDrifted or ReasonExpired.
+	// Reason is the method that takes the node (Owner): Upgrade, Drifted
+	// or Expired, the first in Methods that would.
 	Reason v1alpha1.DisruptionReason
-	// Differences are how a drifted node differs from the template.
+	// Differences are how the node differs from the template, those that
+	// replacing it would not remove included (marked Left).
 	Differences []Difference
 	// ExpiredAt is when the node expired, whatever the Reason; zero when it
 	// has not.
 	ExpiredAt time.Time
 }
 
+// Drifted says whether the node differs from the template in a way its
+// replacement would not, whichever method takes it.
+func (c Candidate) Drifted() bool { return Replaceable(c.Differences) }
+
+// ImageDrifted says whether the node's image is one of those differences.
+func (c Candidate) ImageDrifted() bool {
+	return slices.ContainsFunc(c.Differences, func(d Difference) bool { return d.Field == "image" && d.Left == "" })
+}
+
 // Message says why the node is a candidate, for an Event or sluice explain.
 func (c Candidate) Message() string {
-	if c.Reason == v1alpha1.ReasonDrifted {
+	if c.Reason == v1alpha1.ReasonDrifted || c.Reason == v1alpha1.ReasonUpgrade {
 		lines := make([]string, len(c.Differences))
 		for i, d := range c.Differences {
 			lines[i] = d.String()
@@ -35,10 +47,11 @@ func (c Candidate) Message() string {
 	return "expired at " + c.ExpiredAt.UTC().Format(time.RFC3339)
 }
 
-// Candidates returns the nodes of pool that should be replaced: drifted
-// (PoolDrift finds a difference from the template that replacing the node
-// would remove; hash as Drift takes it), else
-// expired at now. Nodes already being deleted are passed over. The oldest
+// Candidates returns the nodes of pool that a method takes (Owner, in the
+// order of Methods): an upgrade's or drifted (PoolDrift finds a difference
+// from the template that replacing the node would remove; hash as Drift
+// takes it), else expired at now. Nodes already being deleted are passed
+// over. The oldest
 // node comes first (by creation, then name) whatever its reason, so a
 // rollout takes nodes in an order a person can predict.
 //
@@ -53,14 +66,9 @@ func Candidates(pool *v1alpha1.NodePool, nodes []*corev1.Node, hash string, now 
 		if node == nil || node.DeletionTimestamp != nil {
 			continue
 		}
-		c := Candidate{Node: node}
-		if at, expired, _ := Expiry(node, pool.DisruptionSpec(), now); expired {
-			c.Reason, c.ExpiredAt = v1alpha1.ReasonExpired, at
-		}
-		if diffs := PoolDrift(node, pool, hash); Replaceable(diffs) {
-			c.Reason, c.Differences = v1alpha1.ReasonDrifted, diffs
-		}
-		if c.Reason != "" {
+		at, expired, _ := Expiry(node, pool.DisruptionSpec(), now)
+		c := Candidate{Node: node, Differences: PoolDrift(node, pool, hash), ExpiredAt: expiredAt(at, expired)}
+		if c.Reason = Owner(pool, c); c.Reason != "" {
 			out = append(out, c)
 		}
 	}

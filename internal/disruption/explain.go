@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // ExplainInput is what Explain weighs about one node, read by the caller at
@@ -171,10 +171,10 @@ func Explain(in ExplainInput) Explanation {
 		Node:        node.Name,
 		Deleting:    node.DeletionTimestamp != nil,
 		Cordoned:    node.Spec.Unschedulable,
-		CordonedBy:  drain.CordonedBy(node),
+		CordonedBy:  ownership.CordonedBy(node),
 		Maintenance: in.Maintenance,
 	}
-	if holder, until, ok := drain.LiveClaim(node, now); ok {
+	if holder, until, ok := ownership.LiveClaim(node, now); ok {
 		e.DrainClaim = &DrainClaim{Holder: holder, Until: until}
 	}
 	e.OutOfService, _ = budget.Disrupting(node, now)
@@ -432,9 +432,9 @@ func notes(e Explanation) []string {
 	case !e.Cordoned:
 	case by == "":
 		out = append(out, "cordoned outside sluice (no "+contract.AnnotationCordonedBy+"): sluice never uncordons it; uncordon it yourself (kubectl uncordon "+e.Node+") when it should take pods again")
-	case by == drain.OwnerCLI:
+	case by == ownership.OwnerCLI:
 		out = append(out, "cordoned by a person's `sluice drain`: sluice never uncordons it; uncordon it yourself when it should take pods again")
-	case drain.IsMaintenanceOwner(by):
+	case ownership.IsMaintenanceOwner(by):
 		out = append(out, "cordoned for maintenance ("+by+"): uncordoned when the event is over")
 	}
 	if e.OutOfService != "" {

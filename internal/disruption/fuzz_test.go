@@ -169,11 +169,11 @@ func checkPolicy(t *testing.T, pool *v1alpha1.NodePool) {
 	m := pool.MaintenanceSpec()
 	for _, typ := range []maintenance.Type{maintenance.TypeFreeze, maintenance.TypeReboot, maintenance.TypeRedeploy,
 		maintenance.TypePreempt, maintenance.TypeTerminate, maintenance.TypeRebalance, maintenance.TypeMaintenance, "Unknown"} {
-		a := m.ActionFor(typ)
+		a := nodepool.ActionFor(m, typ)
 		if a == "" || typ == "Unknown" && a != v1alpha1.ActionNone {
 			t.Fatalf("pool %s: ActionFor(%s) = %q", pool.Name, typ, a)
 		}
-		_ = m.ForceEvictFor(typ)
+		_ = nodepool.ForceEvictFor(m, typ)
 	}
 	_, _, _ = m.ApproveEarlyOrDefault(), m.DeadlineMarginOrDefault(), m.OnDeadlineOrDefault()
 	_ = m.ApproveUserInitiated()

@@ -34,7 +34,8 @@ type View struct {
 	Replacements map[string]bool
 	// Candidates are the members to replace, oldest first, and why.
 	Candidates []Candidate
-	// Drifted and Expired count Candidates by reason.
+	// Drifted counts the Candidates that differ from the template,
+	// whichever method takes them; Expired those taken for their age.
 	Drifted, Expired int
 	// Resources is the members' summed capacity of CPU, memory and pods.
 	Resources corev1.ResourceList
@@ -76,10 +77,10 @@ func Observe(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) *Vi
 	}
 	v.Candidates = Candidates(pool, members, provider.TemplateHash(pool.Spec.Template), now)
 	for _, c := range v.Candidates {
-		switch c.Reason {
-		case v1alpha1.ReasonDrifted:
+		switch {
+		case c.Drifted():
 			v.Drifted++
-		case v1alpha1.ReasonExpired:
+		case c.Reason == v1alpha1.ReasonExpired:
 			v.Expired++
 		}
 	}

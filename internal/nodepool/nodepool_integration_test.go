@@ -148,7 +148,7 @@ func TestAPIServerAppliesDefaults(t *testing.T) {
 		maintenance.TypeTerminate: v1alpha1.ActionDrain,
 		maintenance.TypeRebalance: v1alpha1.ActionCordon,
 	} {
-		if got := p.MaintenanceSpec().ActionFor(typ); got != want {
+		if got := ActionFor(p.MaintenanceSpec(), typ); got != want {
 			t.Errorf("%s: ActionFor(%s) = %q, want %q", tuned, typ, got, want)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
 	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 func TestPDBBlockedPodsWaitForReplacements(t *testing.T) {
@@ -405,7 +406,7 @@ func TestClaimsResumeAbandonedDrainsAndRefuseConcurrentOnes(t *testing.T) {
 	live, _ := json.Marshal(map[string]any{"id": "other", "holder": "sluice drain@elsewhere", "started": time.Now(), "renewed": time.Now()})
 	for i, claim := range [][]byte{stale, live} {
 		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"annotations": map[string]string{contract.AnnotationDrain: string(claim), contract.AnnotationCordonedBy: drain.OwnerCLI}},
+			"metadata": map[string]any{"annotations": map[string]string{contract.AnnotationDrain: string(claim), contract.AnnotationCordonedBy: ownership.OwnerCLI}},
 			"spec":     map[string]any{"unschedulable": true},
 		})
 		if _, err := s.env.Client.CoreV1().Nodes().Patch(ctx, s.nodes[i], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -418,7 +419,7 @@ func TestClaimsResumeAbandonedDrainsAndRefuseConcurrentOnes(t *testing.T) {
 	if !strings.Contains(n.Message, "being drained by sluice drain@elsewhere") {
 		t.Errorf("live claim: message %q; want it to name the other drain", n.Message)
 	}
-	if got := s.getNode(t, s.nodes[0]).Annotations[contract.AnnotationCordonedBy]; got != drain.OwnerCLI {
+	if got := s.getNode(t, s.nodes[0]).Annotations[contract.AnnotationCordonedBy]; got != ownership.OwnerCLI {
 		t.Errorf("resumed node lost its cordoned-by record: %q", got)
 	}
 	if got := s.getNode(t, s.nodes[1]).Annotations[contract.AnnotationDrain]; got != string(live) {

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // mirrorPod is the API object a kubelet creates for a static pod.
@@ -58,7 +59,7 @@ func TestDrainMovesEveryClassWithKubectlsFlags(t *testing.T) {
 	d.expect(t, "lonely", want{outcome: drain.PodEvicted, message: "no controller"})
 
 	n := s.getNode(t, node)
-	if !n.Spec.Unschedulable || n.Annotations[contract.AnnotationCordonedBy] != drain.OwnerCLI {
+	if !n.Spec.Unschedulable || n.Annotations[contract.AnnotationCordonedBy] != ownership.OwnerCLI {
 		t.Errorf("node after drain: unschedulable=%v cordoned-by=%q; want cordoned, by sluice drain (cli)", n.Spec.Unschedulable, n.Annotations[contract.AnnotationCordonedBy])
 	}
 	if _, ok := n.Annotations[contract.AnnotationDrain]; ok {

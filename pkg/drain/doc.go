@@ -5,4 +5,8 @@
 //
 // The library never prints. Progress goes to an Observer; the result is a
 // Report that callers render as they like. See docs/design/drain-engine.md.
+//
+// A drain holds the node it drains by a claim, and owns the cordon it
+// places, through pkg/ownership, which every other reader of those marks
+// (controllers, agents, `sluice explain`) uses too.
 package drain

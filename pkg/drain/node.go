@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/ownership"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,7 +39,7 @@ type nodeDrain struct {
 	mu     sync.Mutex
 	states []*podState
 	byUID  map[types.UID]*podState
-	claim  claim // as written on the node
+	claim  ownership.Claim // as written on the node
 }
 
 // podState is one pod's way off the node. Its result fields are written by
@@ -107,10 +108,10 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 		return NodeReport{Outcome: NodeFailed, Message: fmt.Sprintf("getting node %s: %v", nd.name, err)}
 	}
 	nd.node = node
-	if c, held := heldByOther(node, nd.id, nd.clock.Now()); held && !nd.opts.DryRun {
+	if c, held := ownership.HeldByOther(node, nd.id, nd.clock.Now()); held && !nd.opts.DryRun {
 		return NodeReport{Outcome: NodeFailed, Cordoned: node.Spec.Unschedulable, Message: fmt.Sprintf(
 			"node is being drained by %s (drain %s, started %s); two drains of one node would fight: wait for it, or retry after %s",
-			c.Holder, c.ID, c.Started.Format(time.RFC3339), c.Renewed.Add(claimTTL).Format(time.RFC3339))}
+			c.Holder, c.ID, c.Started.Format(time.RFC3339), c.Renewed.Add(ownership.ClaimTTL).Format(time.RFC3339))}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -144,7 +145,7 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 		// drain of the node need not wait for it to expire.
 		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_ = rewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nil, nil)
+		_ = ownership.RewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nil, nil)
 		return nd.report(NodeFailed, err.Error(), nd.node.Spec.Unschedulable)
 	}
 	// Pods bound to the node between the first look and the cordon are
@@ -166,7 +167,7 @@ func (nd *nodeDrain) drain(ctx context.Context) NodeReport {
 	renewDone()
 	releaseCtx, releaseCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer releaseCancel()
-	releaseErr := rewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nd.lastClaim(), nil)
+	releaseErr := ownership.RewriteClaim(releaseCtx, nd.client, nd.name, nd.id, nd.lastClaim(), nil)
 
 	rep := nd.outcome(node, unswept, sweepErr)
 	if releaseErr != nil {
@@ -375,13 +376,13 @@ func (nd *nodeDrain) count(verdicts ...verdict) int {
 // changed it in between (kubelets update nodes all the time).
 func (nd *nodeDrain) claimAndCordon(ctx context.Context) error {
 	now := nd.clock.Now()
-	c := claim{ID: nd.id, Holder: nd.opts.Holder, Started: now, Renewed: now}
+	c := ownership.Claim{ID: nd.id, Holder: nd.opts.Holder, Started: now, Renewed: now}
 	if !nd.opts.Deadline.IsZero() {
 		dl := nd.opts.Deadline
 		c.Deadline = &dl
 	}
 	for attempt := 0; ; attempt++ {
-		err := claimAndCordon(ctx, nd.client, nd.node, c, nd.opts.CordonOwner)
+		err := ownership.ClaimAndCordon(ctx, nd.client, nd.node, c, nd.opts.CordonOwner)
 		if err == nil {
 			nd.claim = c
 			return nil
@@ -393,7 +394,7 @@ func (nd *nodeDrain) claimAndCordon(ctx context.Context) error {
 		if getErr != nil {
 			return fmt.Errorf("cordoning: %w", getErr)
 		}
-		if other, held := heldByOther(node, nd.id, nd.clock.Now()); held {
+		if other, held := ownership.HeldByOther(node, nd.id, nd.clock.Now()); held {
 			return fmt.Errorf("node was claimed by %s (drain %s) at the same moment; it continues that drain", other.Holder, other.ID)
 		}
 		nd.node = node
@@ -407,7 +408,7 @@ func (nd *nodeDrain) keepClaim(ctx context.Context) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ticker := nd.clock.NewTicker(claimRenew)
+		ticker := nd.clock.NewTicker(ownership.ClaimRenew)
 		defer ticker.Stop()
 		for {
 			select {
@@ -418,8 +419,8 @@ func (nd *nodeDrain) keepClaim(ctx context.Context) func() {
 				next := *last
 				next.Renewed = nd.clock.Now()
 				// A missed renewal is retried on the next tick; a lost claim ends renewal.
-				err := rewriteClaim(ctx, nd.client, nd.name, nd.id, last, &next)
-				if errors.Is(err, errClaimLost) {
+				err := ownership.RewriteClaim(ctx, nd.client, nd.name, nd.id, last, &next)
+				if errors.Is(err, ownership.ErrClaimLost) {
 					return
 				}
 				if err == nil {
@@ -434,7 +435,7 @@ func (nd *nodeDrain) keepClaim(ctx context.Context) func() {
 }
 
 // lastClaim is the claim as this drain last wrote it.
-func (nd *nodeDrain) lastClaim() *claim {
+func (nd *nodeDrain) lastClaim() *ownership.Claim {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	c := nd.claim

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-dev/sluice/pkg/ownership"
 	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -83,7 +84,7 @@ type Options struct {
 	Shared *Shared
 	// CordonOwner is recorded on a node this drain cordons
 	// (contract.AnnotationCordonedBy), so that only the same owner uncordons it;
-	// default OwnerCLI.
+	// default ownership.OwnerCLI.
 	CordonOwner string
 	// Last picks pods to evict after every other pod, DaemonSet pods
 	// included: the drainer's own pod when it runs on the node it drains, so
@@ -142,7 +143,7 @@ func (o *Options) Validate(now time.Time) error {
 		o.Holder = "sluice"
 	}
 	if o.CordonOwner == "" {
-		o.CordonOwner = OwnerCLI
+		o.CordonOwner = ownership.OwnerCLI
 	}
 	return errors.Join(errs...)
 }

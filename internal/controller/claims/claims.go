@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // Queue is what the reconciler tells; termination.Queue implements it.
@@ -73,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading node %s: %w", req.Name, err)
 	}
-	holder, until, live := drain.LiveClaim(node, r.clock.Now())
+	holder, until, live := ownership.LiveClaim(node, r.clock.Now())
 	if !live || holder == r.identity {
 		r.queue.OutsideEnded(req.Name)
 		return reconcile.Result{}, nil

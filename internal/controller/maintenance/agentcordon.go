@@ -9,8 +9,8 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // The agent cordons its node in the write that first reports an event that
@@ -46,7 +46,7 @@ var errNothingToSettle = errors.New("no agent's cordon to settle")
 // The report is read from n itself, so a retried write judges the node it
 // is about to change.
 func agentCordonOf(n *corev1.Node, st state, recorded bool) (cordonSettlement, string) {
-	id, ok := drain.MaintenanceEventOf(drain.CordonedBy(n))
+	id, ok := ownership.MaintenanceEventOf(ownership.CordonedBy(n))
 	if !ok {
 		return noAgentCordon, ""
 	}
@@ -97,14 +97,14 @@ func settleAgentCordon(n *corev1.Node, st state, recorded bool, now time.Time) (
 	what, id := agentCordonOf(n, st, recorded)
 	switch what {
 	case keepAgentCordon:
-		n.Annotations[contract.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
+		n.Annotations[contract.AnnotationCordonedBy] = ownership.MaintenanceOwner(st.Event)
 	case liftOrphanedCordon:
 		if !budget.NodeReady(n) {
 			return noAgentCordon, "" // as finish: back in service once Ready
 		}
 		fallthrough
 	case liftAgentCordon:
-		if lifted, err := drain.Uncordon(n, drain.MaintenanceOwner(id), now); err != nil || !lifted {
+		if lifted, err := ownership.Uncordon(n, ownership.MaintenanceOwner(id), now); err != nil || !lifted {
 			return noAgentCordon, ""
 		}
 	}
@@ -126,7 +126,7 @@ func (c *Controller) settleAgentCordonNow(ctx context.Context, node *corev1.Node
 		}
 	}
 	if what != keepAgentCordon {
-		if lifted, err := drain.Uncordon(node.DeepCopy(), drain.MaintenanceOwner(id), c.clock.Now()); err != nil || !lifted {
+		if lifted, err := ownership.Uncordon(node.DeepCopy(), ownership.MaintenanceOwner(id), c.clock.Now()); err != nil || !lifted {
 			return node, claimRetry, nil // a drain holds the node
 		}
 	}

@@ -9,9 +9,9 @@ import (
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/maintenance/azure"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // The agent cordons a preempted node in the very write that reports the
@@ -33,7 +33,7 @@ func TestTheAgentCordonsAPreemptedNodeAndTheControllerOwnsTheCordon(t *testing.T
 		return ok, err
 	})
 	n := s.getNode(t)
-	if !n.Spec.Unschedulable || drain.CordonedBy(n) != drain.MaintenanceOwner("preempt-a") {
+	if !n.Spec.Unschedulable || ownership.CordonedBy(n) != ownership.MaintenanceOwner("preempt-a") {
 		t.Fatalf("after the agent's first report: unschedulable=%v cordoned-by=%q; want the report's own write to cordon it for maintenance/preempt-a",
 			n.Spec.Unschedulable, n.Annotations[contract.AnnotationCordonedBy])
 	}
@@ -92,7 +92,7 @@ func TestTheControllerLiftsAnAgentsCordonWhoseEventEndedUnseen(t *testing.T) {
 	s.azure.Schedule(azure.RawEvent{EventID: "preempt-c", EventType: "Preempt", ResourceType: "VirtualMachine", Resources: []string{vm},
 		EventStatus: "Scheduled", NotBefore: rfc1123(time.Now().Add(2 * time.Minute)), EventSource: "Platform", DurationInSeconds: -1})
 	s.env.WaitFor(t, 15*time.Second, "the agent's cordon for preempt-c", func(context.Context) (bool, error) {
-		return drain.CordonedBy(s.getNode(t)) == drain.MaintenanceOwner("preempt-c"), nil
+		return ownership.CordonedBy(s.getNode(t)) == ownership.MaintenanceOwner("preempt-c"), nil
 	})
 	s.azure.Finish("preempt-c")
 	s.env.WaitFor(t, 15*time.Second, "the report without preempt-c", func(context.Context) (bool, error) {

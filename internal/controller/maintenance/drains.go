@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // drainKey tells one drain request for a node from another: a new event, or
@@ -32,7 +33,7 @@ func (c *Controller) startDrain(node *corev1.Node, st state, policy Policy) erro
 		Force:              force,
 		OnDeadline:         policy.OnDeadline(),
 		Last:               c.opts.Self,
-		CordonOwner:        drain.MaintenanceOwner(st.Event),
+		CordonOwner:        ownership.MaintenanceOwner(st.Event),
 	}
 	if st.OptIn {
 		opts.PodFilter = optedIn

@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 	"github.com/sluice-dev/sluice/pkg/maintenance/azure"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // A person drains a node with `sluice drain` for their own work; an unrelated
@@ -52,8 +53,8 @@ func TestAPersonsDrainOutlivesAnUnrelatedEvent(t *testing.T) {
 	if err != nil || !report.Drained() {
 		t.Fatalf("the person's drain: %v %+v", err, report)
 	}
-	if by := drain.CordonedBy(s.getNode(t)); by != drain.OwnerCLI {
-		t.Fatalf("cordoned by %q after sluice drain; want %q", by, drain.OwnerCLI)
+	if by := ownership.CordonedBy(s.getNode(t)); by != ownership.OwnerCLI {
+		t.Fatalf("cordoned by %q after sluice drain; want %q", by, ownership.OwnerCLI)
 	}
 
 	vm := vmName(t, s)
@@ -63,8 +64,8 @@ func TestAPersonsDrainOutlivesAnUnrelatedEvent(t *testing.T) {
 	s.azure.Finish("reboot-9")
 	s.waitForReason(t, 15*time.Second, "MaintenanceEnded")
 	n := s.getNode(t)
-	if !n.Spec.Unschedulable || drain.CordonedBy(n) != drain.OwnerCLI {
-		t.Fatalf("after the event: unschedulable=%v cordoned-by=%q; want the person's cordon left as it was", n.Spec.Unschedulable, drain.CordonedBy(n))
+	if !n.Spec.Unschedulable || ownership.CordonedBy(n) != ownership.OwnerCLI {
+		t.Fatalf("after the event: unschedulable=%v cordoned-by=%q; want the person's cordon left as it was", n.Spec.Unschedulable, ownership.CordonedBy(n))
 	}
 	if msgs := s.messages(t, "MaintenanceEnded"); len(msgs) != 1 || !strings.Contains(msgs[0], "cordoned by cli") {
 		t.Errorf("MaintenanceEnded said %q; want it to say who holds the cordon", msgs)

@@ -3,7 +3,7 @@ package maintenance
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
@@ -74,10 +74,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}
 		return m.pastDeadline()
 	})
-	var defaults *v1alpha1.MaintenanceSpec
 	for source, types := range eventTypes {
 		for _, t := range types {
-			m.EventsSeen.WithLabelValues(string(source), string(t), string(defaults.ActionFor(t)))
+			m.EventsSeen.WithLabelValues(string(source), string(t), string(nodepool.ActionFor(nil, t)))
 		}
 	}
 	reg.MustRegister(m.EventsSeen, m.Drains, m.DrainDuration, m.TimeLeft, m.Uncordons, m.Approvals, m.Rejected, pastDeadline)

@@ -55,7 +55,7 @@ func PolicyOf(pool *v1alpha1.NodePool) Policy {
 }
 
 // Action is what to do about an event of type t.
-func (p Policy) Action(t maintenance.Type) Action { return p.spec.ActionFor(t) }
+func (p Policy) Action(t maintenance.Type) Action { return nodepool.ActionFor(p.spec, t) }
 
 // ActionOf is what to do about e: its type's action, or nothing for an event
 // the VM's owner asked for when the pool approves those at once.
@@ -88,7 +88,7 @@ func (p Policy) OnDeadline() drain.DeadlineAction {
 
 // ForceEvict says whether a drain for an event of type t evicts pods without
 // a controller and pods with emptyDir data.
-func (p Policy) ForceEvict(t maintenance.Type) bool { return p.spec.ForceEvictFor(t) }
+func (p Policy) ForceEvict(t maintenance.Type) bool { return nodepool.ForceEvictFor(p.spec, t) }
 
 // Policies finds the policy for a node. It always answers: a NodePool that
 // cannot be read or applied affects only the nodes it would have selected,

@@ -13,8 +13,8 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/drain"
 	"github.com/sluice-dev/sluice/pkg/maintenance"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // TaintEffect is PreferNoSchedule: the cordon already keeps new pods off the
@@ -257,8 +257,8 @@ func (c *Controller) adopt(ctx context.Context, node *corev1.Node, old state, ha
 	updated, err := c.update(ctx, node.Name, func(n *corev1.Node) error {
 		rec = st
 		agent, agentFor = noAgentCordon, ""
-		if hadOld && drain.CordonedBy(n) == drain.MaintenanceOwner(old.Event) {
-			n.Annotations[contract.AnnotationCordonedBy] = drain.MaintenanceOwner(st.Event)
+		if hadOld && ownership.CordonedBy(n) == ownership.MaintenanceOwner(old.Event) {
+			n.Annotations[contract.AnnotationCordonedBy] = ownership.MaintenanceOwner(st.Event)
 		} else {
 			agent, agentFor = settleAgentCordon(n, rec, true, c.clock.Now())
 		}
@@ -434,7 +434,7 @@ func (c *Controller) cordon(ctx context.Context, name string, st state, phase Ph
 // else had, and it stays theirs).
 func cordonAndTaint(n *corev1.Node, st *state) bool {
 	// Already cordoned for this event (by its agent, or an earlier pass) is ours too.
-	cordoned := drain.Cordon(n, drain.MaintenanceOwner(st.Event)) || drain.CordonedBy(n) == drain.MaintenanceOwner(st.Event)
+	cordoned := ownership.Cordon(n, ownership.MaintenanceOwner(st.Event)) || ownership.CordonedBy(n) == ownership.MaintenanceOwner(st.Event)
 	if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == contract.TaintMaintenance }) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: contract.TaintMaintenance, Value: string(st.Type), Effect: TaintEffect})
 		st.Tainted = true
@@ -532,7 +532,7 @@ func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (t
 	uncordoned := false
 	updated, err := c.updateState(ctx, node.Name, st.Event, func(n *corev1.Node, cur *state) (bool, error) {
 		var err error
-		if uncordoned, err = drain.Uncordon(n, drain.MaintenanceOwner(st.Event), c.clock.Now()); err != nil {
+		if uncordoned, err = ownership.Uncordon(n, ownership.MaintenanceOwner(st.Event), c.clock.Now()); err != nil {
 			return true, err
 		}
 		if cur.Tainted {
@@ -552,7 +552,7 @@ func (c *Controller) finish(ctx context.Context, node *corev1.Node, st state) (t
 		c.recorder.Eventf(updated, corev1.EventTypeNormal, "Uncordoned", "sluice: %s event %s is over and the node is Ready: back in service", st.Type, st.Event)
 	case updated.Spec.Unschedulable:
 		by := "someone else (a person, or another tool)"
-		if owner := drain.CordonedBy(updated); owner != "" {
+		if owner := ownership.CordonedBy(updated); owner != "" {
 			by = owner
 		}
 		c.recorder.Eventf(updated, corev1.EventTypeNormal, "MaintenanceEnded", "sluice: %s event %s is over; the node stays cordoned: it was cordoned by %s, not for this event", st.Type, st.Event, by)

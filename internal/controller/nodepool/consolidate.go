@@ -33,15 +33,13 @@ type decision struct {
 	at  time.Time
 }
 
-// consolidate runs a consolidation pass over the pool when one is due, and
-// carries out a command that a second pass, validationDelay later, made
-// again. It returns how long until it wants to look again.
-func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v *view, now time.Time) (time.Duration, error) {
-	if why, passing := c.consolidationOff(pool, v, now); why != "" {
-		c.drop(pool.Name, why)
-		if !passing && !c.opts.DryRun {
-			c.steer(ctx, v.Nodes, nil) // no later rounds to steer for
-		}
+// consolidate is the remove methods' pass (Empty, Underutilized): it runs a
+// consolidation pass over the pool when one is due, and carries out a
+// command that a second pass, validationDelay later, made again. It returns
+// how long until it wants to look again.
+func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v *view, l *ledger, now time.Time) (time.Duration, error) {
+	if why, passing := consolidationOff(pool, v, l); why != "" {
+		c.stopConsolidating(ctx, pool, v, why, passing)
 		return 0, nil
 	}
 	c.mu.Lock()
@@ -87,7 +85,7 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 	delete(c.pending, pool.Name)
 	c.mu.Unlock()
 	if c.opts.DryRun {
-		c.event(pool, corev1.EventTypeNormal, "WouldConsolidate", "sluice (dry run): would carry out "+cmd.String())
+		c.wouldAct(pool, cmd.Reason, "carry out "+cmd.String())
 		return c.opts.PassInterval, nil
 	}
 	if err := c.act(ctx, pool, v, cmd, now); err != nil {
@@ -99,35 +97,36 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 }
 
 // consolidationOff says why the pool is not consolidated now, "" when it
-// may be: sluice must run its provider, the pool must not be paused, backing
-// off a refusal, or busy with a replacement, and drift and expiry go first.
-// passing is true when the reason passes by itself (a round under way, a
-// back-off) and the next rounds' nodes stay marked meanwhile.
-func (c *Controller) consolidationOff(pool *v1alpha1.NodePool, v *view, now time.Time) (why string, passing bool) {
-	if !pool.Spec.Provider.Manages() || !c.machines.Serves(pool.Spec.Provider.Name) {
-		return "no provider sluice runs", false
-	}
+// may be (the pass has checked its provider, pause and back-off): it must
+// not be off, and the methods before it in the list go first, as does a
+// disruption under way. passing is true when the reason passes by itself (a
+// round under way) and the next rounds' nodes stay marked meanwhile.
+func consolidationOff(pool *v1alpha1.NodePool, v *view, l *ledger) (why string, passing bool) {
 	if _, on := pool.DisruptionSpec().ConsolidateAfterDuration(); !on {
 		return "consolidateAfter is Never", false
 	}
-	if why := pausedBy(pool); why != "" {
-		return "paused by " + why, false
-	}
-	if _, refused := c.backingOff(pool.Name, now); refused {
-		return "the provider refused a machine; backing off", true
-	}
 	if len(v.Candidates) > 0 {
-		return "drifted or expired nodes are replaced first", false
+		return "the methods before consolidation (" + string(v.Candidates[0].Reason) + ", ...) have nodes to take first", false
+	}
+	if l.disrupting > v.Disrupting || len(v.Unseen) > 0 {
+		return "a disruption is under way", true
 	}
 	for _, n := range v.Nodes {
 		if _, marked := n.Annotations[contract.AnnotationDisruption]; marked || !n.DeletionTimestamp.IsZero() {
 			return "a disruption is under way", true
 		}
 	}
-	if len(v.Unseen) > 0 {
-		return "a disruption is under way", true
-	}
 	return "", false
+}
+
+// stopConsolidating drops the pool's pending decision, saying why, and,
+// unless the reason passes by itself, takes away the steering of later
+// rounds.
+func (c *Controller) stopConsolidating(ctx context.Context, pool *v1alpha1.NodePool, v *view, why string, passing bool) {
+	c.drop(pool.Name, why)
+	if !passing && !c.opts.DryRun {
+		c.steer(ctx, v.Nodes, nil) // no later rounds to steer for
+	}
 }
 
 // drop forgets the pool's pending decision, saying why.

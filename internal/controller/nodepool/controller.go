@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/internal/consolidation"
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -117,6 +118,10 @@ type Controller struct {
 	wake chan event.GenericEvent
 	// orphans paces the passes that find machines nothing accounts for.
 	orphans orphanPasses
+	// planned, when set, collects what the methods would do instead of
+	// reporting it, and planConsolidate decides consolidation's (Plan).
+	planned         *[]Would
+	planConsolidate func() *consolidation.Command
 }
 
 // markWait bounds how long a mark the cache does not show yet is trusted.
@@ -299,21 +304,14 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	if problem == nil {
-		wait, err := c.replace(ctx, pool, v, now)
+		wait, err := c.disrupt(ctx, pool, v, now)
 		if err != nil {
-			c.opts.Log.Error("replacing nodes", "nodepool", pool.Name, "err", err)
-		}
-		next = sooner(next, wait)
-		if err != nil {
+			c.opts.Log.Error("disrupting", "nodepool", pool.Name, "err", err)
 			next = sooner(next, 5*time.Second)
 		}
-		wait, err = c.consolidate(ctx, pool, v, now)
-		if err != nil {
-			c.opts.Log.Error("consolidating", "nodepool", pool.Name, "err", err)
-		}
 		next = sooner(next, wait)
-		// What replace wrote changes the counts: the node events it causes
-		// queue the pool again, and the status follows then.
+		// What the pass wrote changes the counts: the node events it
+		// causes queue the pool again, and the status follows then.
 	}
 	if pool.Spec.Provider.Manages() && c.machines.Serves(pool.Spec.Provider.Name) {
 		wait, err := c.collectOrphans(ctx, pool, nodes.Items, now)

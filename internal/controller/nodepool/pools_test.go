@@ -467,8 +467,8 @@ func TestPreemptDuringDriftIsHandledAtOnce(t *testing.T) {
 
 // `sluice controller --dry-run` decides and reports, and changes nothing:
 // no node is marked, cordoned or deleted, no finalizer is set; each node it
-// would replace gets a WouldReplace Event, and a node with a Preempt a
-// WouldAct Event instead of a cordon and a drain.
+// would replace gets a WouldAct Event naming the method and the command, and
+// a node with a Preempt a WouldAct Event instead of a cordon and a drain.
 func TestDryRunChangesNothing(t *testing.T) {
 	s := newScene(t, 2, nil)
 	before := s.waitNodes(t, 2, time.Minute)
@@ -481,8 +481,10 @@ func TestDryRunChangesNothing(t *testing.T) {
 		return slices.ContainsFunc(s.nodeEvents(t, before[0]), func(e string) bool { return strings.HasPrefix(e, "WouldAct") && strings.Contains(e, "Drain") }), nil
 	})
 	for _, name := range before {
-		s.env.WaitFor(t, 30*time.Second, "WouldReplace on "+name, func(context.Context) (bool, error) {
-			return slices.ContainsFunc(s.nodeEvents(t, name), func(e string) bool { return strings.HasPrefix(e, "WouldReplace") }), nil
+		s.env.WaitFor(t, 30*time.Second, "WouldAct (replace) on "+name, func(context.Context) (bool, error) {
+			return slices.ContainsFunc(s.nodeEvents(t, name), func(e string) bool {
+				return strings.HasPrefix(e, "WouldAct: sluice (dry run): Drifted would replace the node, replacement first")
+			}), nil
 		})
 	}
 	s.holdsFor(t, 3*time.Second, "nothing changed", func(ctx context.Context) bool {

@@ -28,28 +28,18 @@ import (
 // again, beside the node events that wake it.
 const launchingRecheck = 5 * time.Second
 
-// replace moves the pool's replacements along and starts new ones within the
-// budgets. It returns how long until it wants to look again.
-func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *view, now time.Time) (time.Duration, error) {
-	if !pool.Spec.Provider.Manages() || !c.machines.Serves(pool.Spec.Provider.Name) {
-		c.report(pool, v)
-		return 0, nil
-	}
-	wait, pending, errs := c.advanceAll(ctx, pool, v, now)
-	if why := pausedBy(pool); why != "" {
-		return wait, errors.Join(errs...)
-	}
-	if w, refused := c.backingOff(pool.Name, now); refused {
-		return sooner(wait, w), errors.Join(errs...)
-	}
-	disrupting := v.Disrupting
-	chosen, launched, w, err := c.startUpgrades(ctx, pool, v, disrupting, pending, now)
-	wait, errs = sooner(wait, w), appendErr(errs, err)
-	disrupting += chosen
-	pending += launched
+// replaceFirst is the pass of a replace-first method (Drifted, Expired):
+// it chooses the method's candidates, oldest first, within the budgets for
+// its reason and what the earlier methods left (l), asking the provider for
+// each one's replacement. It returns how long until it wants to look again.
+func (c *Controller) replaceFirst(ctx context.Context, pool *v1alpha1.NodePool, v *view, reason v1alpha1.DisruptionReason, l *ledger, now time.Time) (time.Duration, error) {
+	var (
+		wait time.Duration
+		errs []error
+	)
 	for _, cand := range v.Candidates {
-		if upgradeOwns(pool, cand) {
-			continue // startUpgrades'
+		if cand.Reason != reason {
+			continue // another method's
 		}
 		ok, until, err := c.eligible(pool, v, cand.Node, now)
 		wait = sooner(wait, until)
@@ -59,35 +49,31 @@ func (c *Controller) replace(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		if !ok {
 			continue
 		}
-		a, err := v.AllowedAfter(cand.Reason, disrupting-v.Disrupting, now)
+		a, err := v.AllowedAfter(cand.Reason, l.disrupting-v.Disrupting, now)
 		if err != nil {
 			return wait, err
 		}
 		if a.Nodes < 1 {
-			continue // another reason may still have room
+			break // the budget for this reason is spent; the next method's may not be
 		}
 		// Replacement first needs room for one more machine.
-		if over := overPoolLimits(pool, v, cand.Node, pending); over != "" {
+		if over := overPoolLimits(pool, v, cand.Node, l.pending); over != "" {
 			c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf("sluice: %s nodes wait to be replaced: %s", cand.Reason, over))
+			l.halted = true
 			break
 		}
 		stop, next, err := chosenOutcome(c.choose(ctx, pool, cand, now))
 		errs = appendErr(errs, err)
 		if stop {
+			l.halted = true
 			break
 		}
 		if next {
 			continue
 		}
-		disrupting++
-		pending++
+		l.disrupting++
+		l.pending++
 		wait = launchingRecheck
-	}
-	// A refusal in this pass: look again when its backoff ends, whatever
-	// else happens (a cloud that asked for a Retry-After is not asked
-	// sooner, nor left waiting for an unrelated change).
-	if w, refused := c.backingOff(pool.Name, c.clock.Now()); refused {
-		wait = sooner(wait, w)
 	}
 	return wait, errors.Join(errs...)
 }
@@ -200,8 +186,7 @@ func (c *Controller) choose(ctx context.Context, pool *v1alpha1.NodePool, cand d
 	n := cand.Node
 	why := describe(cand)
 	if c.opts.DryRun {
-		c.event(n, corev1.EventTypeNormal, "WouldReplace", "sluice (dry run): would replace the node: "+why)
-		c.opts.Log.Info("dry run: would replace node", "node", n.Name, "nodepool", pool.Name, "reason", cand.Reason, "why", why)
+		c.wouldAct(n, cand.Reason, "replace the node, replacement first: "+why)
 		return nil
 	}
 	// The replacement's name is on the record before the provider is

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
 	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // Queue is the part of the termination queue an upgrade drains through.
@@ -41,19 +42,6 @@ const drainRetry = 10 * time.Second
 // spec.upgrade and a template image.
 func upgrading(pool *v1alpha1.NodePool) bool {
 	return pool.Spec.Upgrade != nil && pool.Spec.Template != nil && pool.Spec.Template.Image != ""
-}
-
-// imageDrifted says whether the candidate's template differences include
-// the image.
-func imageDrifted(cand disruption.Candidate) bool {
-	return cand.Reason == v1alpha1.ReasonDrifted &&
-		slices.ContainsFunc(cand.Differences, func(d disruption.Difference) bool { return d.Field == "image" })
-}
-
-// upgradeOwns says whether the candidate is the upgrade's to take, not
-// drift's.
-func upgradeOwns(pool *v1alpha1.NodePool, cand disruption.Candidate) bool {
-	return upgrading(pool) && imageDrifted(cand)
 }
 
 // upgradeStep says whether the record is at one of the upgrade's own steps.
@@ -149,7 +137,7 @@ func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool,
 	image := pool.Spec.Template.Image
 	var errs []error
 	for _, cand := range v.Candidates {
-		if !imageDrifted(cand) || blockedFor(cand.Node, image) {
+		if cand.Reason != v1alpha1.ReasonUpgrade || blockedFor(cand.Node, image) {
 			continue
 		}
 		if s.inFlight >= s.surge+s.unavailable {
@@ -237,7 +225,11 @@ func (c *Controller) chooseUpgrade(ctx context.Context, pool *v1alpha1.NodePool,
 	n := cand.Node
 	why := fmt.Sprintf("upgrading to image %s (%s)", pool.Spec.Template.Image, describe(cand))
 	if c.opts.DryRun {
-		c.event(n, corev1.EventTypeNormal, "WouldUpgrade", "sluice (dry run): would upgrade the node: "+why)
+		mode := "replacement first (a surge slot)"
+		if drainFirst {
+			mode = "drain first (an unavailable slot)"
+		}
+		c.wouldAct(n, v1alpha1.ReasonUpgrade, "upgrade the node, "+mode+": "+why)
 		return nil
 	}
 	at := now
@@ -527,7 +519,7 @@ func (c *Controller) rollBack(ctx context.Context, pool *v1alpha1.NodePool, n *c
 	}
 	if n.Spec.Unschedulable {
 		var uerr error
-		if err := c.patchNode(ctx, n, func(m *corev1.Node) { _, uerr = drain.Uncordon(m, OwnerUpgrade, c.clock.Now()) }); err != nil {
+		if err := c.patchNode(ctx, n, func(m *corev1.Node) { _, uerr = ownership.Uncordon(m, OwnerUpgrade, c.clock.Now()) }); err != nil {
 			return err
 		}
 		if uerr != nil {

@@ -111,7 +111,7 @@ func tally(pool *v1alpha1.NodePool, v *view) (*v1alpha1.UpgradeStatus, counts) {
 	var t counts
 	drifted := map[string]bool{} // the candidates' image drift, read once a pass
 	for _, c := range v.Candidates {
-		if imageDrifted(c) {
+		if c.ImageDrifted() {
 			drifted[c.Node.Name] = true
 		}
 	}

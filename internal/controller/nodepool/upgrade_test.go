@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // upgrade sets the pool's upgrade settings and its template's image, as
@@ -196,7 +196,7 @@ func (s *scene) settled(ctx context.Context, t *testing.T) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if rec != nil && rec.Phase != disruption.PhaseTerminating || n.DeletionTimestamp != nil || drain.CordonedBy(n) == "upgrade" {
+		if rec != nil && rec.Phase != disruption.PhaseTerminating || n.DeletionTimestamp != nil || ownership.CordonedBy(n) == "upgrade" {
 			return false, nil
 		}
 	}

@@ -7,8 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
 
 // NodePool says everything sluice may do to a group of nodes. A node that no
@@ -733,44 +731,6 @@ const (
 // DefaultForceEvict is ForceEvict's default.
 const DefaultForceEvict = ForceEvictWhenNodeGoesAway
 
-// ForceEvictFor says whether a drain for an event of type t evicts
-// unreplicated pods and pods with emptyDir data; nil receivers answer with
-// the default.
-func (m *MaintenanceSpec) ForceEvictFor(t maintenance.Type) bool {
-	policy := DefaultForceEvict
-	if m != nil && m.ForceEvict != "" {
-		policy = m.ForceEvict
-	}
-	switch policy {
-	case ForceEvictAlways:
-		return true
-	case ForceEvictNever:
-		return false
-	}
-	return t.NodeGoesAway()
-}
-
-// ActionFor returns the action to take on a maintenance event of type t: the
-// pool's own choice when it set one, otherwise the default. It is the one
-// place the default table lives, and works on a nil receiver (the node has no
-// pool). An unknown type gets ActionNone: sluice never drains a node on an
-// event it does not understand.
-func (m *MaintenanceSpec) ActionFor(t maintenance.Type) MaintenanceAction {
-	if m != nil {
-		if a := m.Actions.get(t); a != "" {
-			return a
-		}
-	}
-	switch t {
-	case maintenance.TypeRedeploy, maintenance.TypePreempt, maintenance.TypeTerminate:
-		return ActionDrain
-	case maintenance.TypeRebalance:
-		return ActionCordon
-	default: // Freeze, Reboot, Maintenance and types sluice does not know.
-		return ActionNone
-	}
-}
-
 // ApproveEarlyOrDefault returns ApproveEarly, or its default when unset.
 func (m *MaintenanceSpec) ApproveEarlyOrDefault() bool {
 	if m == nil || m.ApproveEarly == nil {
@@ -797,7 +757,7 @@ func (m *MaintenanceSpec) OnDeadlineOrDefault() OnDeadlineAction {
 
 // MaintenanceActions sets the action per maintenance event type; the field
 // names are the event types. An unset field takes the type's default (see
-// MaintenanceSpec.ActionFor).
+// internal/nodepool.ActionFor).
 type MaintenanceActions struct {
 	// Freeze: the VM is paused for a few seconds (Azure), or live-migrated
 	// (GCP). None (the default) evicts only the pods that opted in to
@@ -846,28 +806,6 @@ type MaintenanceActions struct {
 	//
 	// +optional
 	Maintenance MaintenanceAction `json:"Maintenance,omitempty"`
-}
-
-// get returns the action set for t, "" when none is.
-func (a *MaintenanceActions) get(t maintenance.Type) MaintenanceAction {
-	switch t {
-	case maintenance.TypeFreeze:
-		return a.Freeze
-	case maintenance.TypeReboot:
-		return a.Reboot
-	case maintenance.TypeRedeploy:
-		return a.Redeploy
-	case maintenance.TypePreempt:
-		return a.Preempt
-	case maintenance.TypeTerminate:
-		return a.Terminate
-	case maintenance.TypeRebalance:
-		return a.Rebalance
-	case maintenance.TypeMaintenance:
-		return a.Maintenance
-	default:
-		return ""
-	}
 }
 
 // MaintenanceAction is what sluice does to a node on a maintenance event.

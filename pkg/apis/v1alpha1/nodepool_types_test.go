@@ -1,77 +1,12 @@
 package v1alpha1
 
 import (
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/sluice-dev/sluice/pkg/maintenance"
 )
-
-func TestActionFor(t *testing.T) {
-	overrides := &MaintenanceSpec{Actions: MaintenanceActions{
-		Freeze:    ActionDrain,
-		Reboot:    ActionCordon,
-		Preempt:   ActionNone,
-		Rebalance: ActionNone,
-	}}
-	tests := []struct {
-		name string
-		spec *MaintenanceSpec
-		typ  maintenance.Type
-		want MaintenanceAction
-	}{
-		// The default table (DESIGN.md), from a node with no pool.
-		{"default Freeze", nil, maintenance.TypeFreeze, ActionNone},
-		{"default Reboot", nil, maintenance.TypeReboot, ActionNone},
-		{"default Redeploy", nil, maintenance.TypeRedeploy, ActionDrain},
-		{"default Preempt", nil, maintenance.TypePreempt, ActionDrain},
-		{"default Terminate", nil, maintenance.TypeTerminate, ActionDrain},
-		{"default Rebalance", nil, maintenance.TypeRebalance, ActionCordon},
-		{"default Maintenance", nil, maintenance.TypeMaintenance, ActionNone},
-		{"unknown type", nil, maintenance.Type("Hibernate"), ActionNone},
-		{"empty type", nil, "", ActionNone},
-		// A pool without actions takes the defaults too.
-		{"empty spec Terminate", &MaintenanceSpec{}, maintenance.TypeTerminate, ActionDrain},
-		{"empty spec Rebalance", &MaintenanceSpec{}, maintenance.TypeRebalance, ActionCordon},
-		// A pool's choice wins, and only for the types it set.
-		{"override Freeze", overrides, maintenance.TypeFreeze, ActionDrain},
-		{"override Reboot", overrides, maintenance.TypeReboot, ActionCordon},
-		{"override Preempt to None", overrides, maintenance.TypePreempt, ActionNone},
-		{"override Rebalance to None", overrides, maintenance.TypeRebalance, ActionNone},
-		{"unset beside overrides", overrides, maintenance.TypeRedeploy, ActionDrain},
-		{"unknown type beside overrides", overrides, maintenance.Type("Hibernate"), ActionNone},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.spec.ActionFor(tt.typ); got != tt.want {
-				t.Errorf("ActionFor(%q) = %q, want %q", tt.typ, got, tt.want)
-			}
-		})
-	}
-}
-
-// Every field of MaintenanceActions is named, in JSON, for the event type it
-// answers, and ActionFor reads it for that type: a field added without its
-// case in get, or with a misspelt name, fails here.
-func TestMaintenanceActionsFieldsAnswerTheirType(t *testing.T) {
-	typ := reflect.TypeOf(MaintenanceActions{})
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		for _, a := range []MaintenanceAction{ActionNone, ActionCordon, ActionDrain} {
-			spec := &MaintenanceSpec{}
-			reflect.ValueOf(&spec.Actions).Elem().Field(i).SetString(string(a))
-			if got := spec.ActionFor(maintenance.Type(name)); got != a {
-				t.Errorf("field %s set to %q: ActionFor(%q) = %q", f.Name, a, name, got)
-			}
-		}
-	}
-}
 
 func TestMaintenanceSpecDefaults(t *testing.T) {
 	tests := []struct {
@@ -123,12 +58,13 @@ func TestApproveUserInitiated(t *testing.T) {
 
 func TestNodePoolMaintenanceSpecNil(t *testing.T) {
 	var pool *NodePool
-	if got := pool.MaintenanceSpec().ActionFor(maintenance.TypePreempt); got != ActionDrain {
-		t.Errorf("no pool: ActionFor(Preempt) = %q, want Drain", got)
+	if got := pool.MaintenanceSpec(); got != nil {
+		t.Errorf("no pool: MaintenanceSpec() = %+v, want nil (the defaults)", got)
 	}
-	pool = &NodePool{Spec: NodePoolSpec{Maintenance: &MaintenanceSpec{Actions: MaintenanceActions{Preempt: ActionCordon}}}}
-	if got := pool.MaintenanceSpec().ActionFor(maintenance.TypePreempt); got != ActionCordon {
-		t.Errorf("pool: ActionFor(Preempt) = %q, want Cordon", got)
+	spec := &MaintenanceSpec{Actions: MaintenanceActions{Preempt: ActionCordon}}
+	pool = &NodePool{Spec: NodePoolSpec{Maintenance: spec}}
+	if got := pool.MaintenanceSpec(); got != spec {
+		t.Errorf("pool: MaintenanceSpec() = %+v, want the pool's", got)
 	}
 }
 

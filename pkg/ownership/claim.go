@@ -1,4 +1,4 @@
-package drain
+package ownership
 
 import (
 	"context"
@@ -16,15 +16,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// claimTTL is how long a claim stays live without renewal; claimRenew is how
+// ClaimTTL is how long a claim stays live without renewal; ClaimRenew is how
 // often a running drain renews it.
 const (
-	claimTTL   = 30 * time.Second
-	claimRenew = 10 * time.Second
+	ClaimTTL   = 30 * time.Second
+	ClaimRenew = 10 * time.Second
 )
 
-// claim is a drain's record on the node.
-type claim struct {
+// Claim is a drain's record on the node it drains (contract.AnnotationDrain):
+// a lease its drain renews every ClaimRenew, live for ClaimTTL after each.
+type Claim struct {
 	ID       string     `json:"id"`
 	Holder   string     `json:"holder"`
 	Started  time.Time  `json:"started"`
@@ -32,12 +33,12 @@ type claim struct {
 	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
-// claimOf reads the node's claim, if it has a well-formed one.
-func claimOf(node *corev1.Node) (claim, bool) {
-	var c claim
+// ClaimOf reads the node's claim, if it has a well-formed one.
+func ClaimOf(node *corev1.Node) (Claim, bool) {
+	var c Claim
 	raw, ok := node.Annotations[contract.AnnotationDrain]
 	if !ok || json.Unmarshal([]byte(raw), &c) != nil {
-		return claim{}, false
+		return Claim{}, false
 	}
 	return c, true
 }
@@ -46,27 +47,27 @@ func claimOf(node *corev1.Node) (claim, bool) {
 // it and when it lapses unless renewed; ok is false when no drain holds the
 // node (no claim, an unreadable one, or one past its time).
 func LiveClaim(node *corev1.Node, now time.Time) (holder string, until time.Time, ok bool) {
-	c, found := claimOf(node)
-	if !found || now.Sub(c.Renewed) > claimTTL {
+	c, found := ClaimOf(node)
+	if !found || now.Sub(c.Renewed) > ClaimTTL {
 		return "", time.Time{}, false
 	}
-	return c.Holder, c.Renewed.Add(claimTTL), true
+	return c.Holder, c.Renewed.Add(ClaimTTL), true
 }
 
-// heldByOther reports a live claim by another drain than the one with id;
+// HeldByOther reports a live claim by another drain than the one with id;
 // with id empty (no drain of the caller's), by any drain, a claim without
 // an ID included.
-func heldByOther(node *corev1.Node, id string, now time.Time) (claim, bool) {
-	c, ok := claimOf(node)
-	if !ok || id != "" && c.ID == id || now.Sub(c.Renewed) > claimTTL {
+func HeldByOther(node *corev1.Node, id string, now time.Time) (Claim, bool) {
+	c, ok := ClaimOf(node)
+	if !ok || id != "" && c.ID == id || now.Sub(c.Renewed) > ClaimTTL {
 		return c, false
 	}
 	return c, true
 }
 
-// claimAndCordon claims the node and cordons it in one conditional patch, so
+// ClaimAndCordon claims the node and cordons it in one conditional patch, so
 // two drains racing for a node cannot both win.
-func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *corev1.Node, c claim, owner string) error {
+func ClaimAndCordon(ctx context.Context, client kubernetes.Interface, node *corev1.Node, c Claim, owner string) error {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("encoding claim: %w", err)
@@ -85,10 +86,10 @@ func claimAndCordon(ctx context.Context, client kubernetes.Interface, node *core
 	return patchNode(ctx, client, node.Name, patch)
 }
 
-// errClaimLost means another drain has taken the node over.
-var errClaimLost = errors.New("the drain claim on the node is no longer this drain's")
+// ErrClaimLost means another drain has taken the node over.
+var ErrClaimLost = errors.New("the drain claim on the node is no longer this drain's")
 
-// rewriteClaim replaces our claim on the node with next, or removes it when
+// RewriteClaim replaces our claim on the node with next, or removes it when
 // next is nil, but only while the claim is still ours: a drain whose renewals
 // failed long enough for another to take over must not overwrite or delete
 // that drain's claim. When the caller knows the claim as last written (last),
@@ -96,7 +97,7 @@ var errClaimLost = errors.New("the drain claim on the node is no longer this dra
 // costs one request; otherwise, or when the test fails (a write we thought
 // had failed went through), it reads the node and patches conditionally on its
 // resourceVersion.
-func rewriteClaim(ctx context.Context, client kubernetes.Interface, nodeName, id string, last, next *claim) error {
+func RewriteClaim(ctx context.Context, client kubernetes.Interface, nodeName, id string, last, next *Claim) error {
 	var value any // JSON null removes the annotation
 	if next != nil {
 		data, err := json.Marshal(next)
@@ -117,8 +118,8 @@ func rewriteClaim(ctx context.Context, client kubernetes.Interface, nodeName, id
 		if err != nil {
 			return fmt.Errorf("reading node %s: %w", nodeName, err)
 		}
-		if cur, ok := claimOf(node); !ok || cur.ID != id {
-			return errClaimLost
+		if cur, ok := ClaimOf(node); !ok || cur.ID != id {
+			return ErrClaimLost
 		}
 		err = patchNode(ctx, client, nodeName, map[string]any{"metadata": map[string]any{
 			"resourceVersion": node.ResourceVersion, "annotations": map[string]any{contract.AnnotationDrain: value}}})
@@ -131,7 +132,7 @@ func rewriteClaim(ctx context.Context, client kubernetes.Interface, nodeName, id
 
 // testAndSetClaim replaces (or, for a nil value, removes) the claim in one
 // JSON patch that first tests it still reads as last.
-func testAndSetClaim(ctx context.Context, client kubernetes.Interface, nodeName string, last claim, value any) error {
+func testAndSetClaim(ctx context.Context, client kubernetes.Interface, nodeName string, last Claim, value any) error {
 	old, err := json.Marshal(last)
 	if err != nil {
 		return fmt.Errorf("encoding claim: %w", err)

@@ -1,4 +1,4 @@
-package drain
+package ownership
 
 import (
 	"fmt"
@@ -9,13 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Owners recorded in contract.AnnotationCordonedBy. A cordon has one owner, and only
-// that owner takes it back: a person's `sluice drain` leaves the node to the
-// person, and the maintenance controller uncordons only the nodes it cordoned
-// for the event it is finishing.
+// Owners recorded in contract.AnnotationCordonedBy. A cordon has one owner,
+// and only that owner takes it back: a person's `sluice drain` leaves the
+// node to the person, and the maintenance controller uncordons only the nodes
+// it cordoned for the event it is finishing.
 const (
 	// OwnerCLI is a drain a person ran (`sluice drain`, or a program using
-	// this package without naming itself).
+	// pkg/drain without naming itself).
 	OwnerCLI = "cli"
 	// ownerMaintenancePrefix starts the owner of a cordon placed for a
 	// maintenance event: "maintenance/<event id>".
@@ -67,7 +67,7 @@ func Uncordon(node *corev1.Node, owner string, now time.Time) (bool, error) {
 	if owner == "" || node.Annotations[contract.AnnotationCordonedBy] != owner {
 		return false, nil
 	}
-	if other, held := heldByOther(node, "", now); held {
+	if other, held := HeldByOther(node, "", now); held {
 		return false, fmt.Errorf("node %s is being drained by %s (drain %s); not uncordoning it", node.Name, other.Holder, other.ID)
 	}
 	delete(node.Annotations, contract.AnnotationCordonedBy)
