@@ -197,7 +197,7 @@ func BenchmarkPoolsIdle(b *testing.B) {
 		printTable("", [][]string{
 			{"figure", "sluice", "target", "lower bound"},
 			{"one evaluation pass over every pool", fmt.Sprintf("%s (%.0f pool reconciles after an edit of each pool, %.1f ms each)", steady.Round(time.Millisecond), count3-count2, 1000*(sum3-sum2)/max(count3-count2, 1)),
-				sc.want(poolsPass), bound.Round(100 * time.Microsecond).String() + " (the pass's work without the API)"},
+				sc.want(poolsPass), bound.Round(100*time.Microsecond).String() + " (the pass's work without the API)"},
 			{"the same, at start-up (not judged)", fmt.Sprintf("%s (%d pool reconciles beside every controller's start, %.1f ms each)", atStart.Round(time.Millisecond), int(count), 1000*sum/count), "", ""},
 			{"pool reconciles while idle", fmt.Sprintf("%.0f in %s", count2-count, window), "", ""},
 			{"API writes while idle", fmt.Sprintf("%.0f in %s", idle.requests.writes(), window), sc.want(poolsWrites), "0"},
