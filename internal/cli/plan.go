@@ -90,11 +90,7 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 }
 
 func runPlan(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, names []string, format outputFormat, now time.Time) error {
-	all, installed, err := listPools(ctx, dyn)
-	if err != nil {
-		return err
-	}
-	chosen, err := choosePools(all, names, installed)
+	all, chosen, err := namedPools(ctx, dyn, names)
 	if err != nil {
 		return err
 	}

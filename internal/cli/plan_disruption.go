@@ -32,11 +32,7 @@ type poolPlan struct {
 // would carry out now: the controller's own pass (poolctrl.Plan), under
 // --dry-run, with consolidation's command from consolidation.Decide.
 func runPlanDisruption(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, names []string, format outputFormat, now time.Time) error {
-	all, installed, err := listPools(ctx, dyn)
-	if err != nil {
-		return err
-	}
-	chosen, err := choosePools(all, names, installed)
+	all, chosen, err := namedPools(ctx, dyn, names)
 	if err != nil {
 		return err
 	}

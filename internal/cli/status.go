@@ -139,6 +139,17 @@ func runStatus(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn 
 
 // listPools lists the NodePools; installed is false when the cluster does
 // not serve the NodePool CRD, which means no pools rather than an error.
+// namedPools lists every pool and picks the named ones (every pool when no
+// name is given), refusing a name no pool has.
+func namedPools(ctx context.Context, dyn dynamic.Interface, names []string) (all []v1alpha1.NodePool, chosen []*v1alpha1.NodePool, err error) {
+	all, installed, err := listPools(ctx, dyn)
+	if err != nil {
+		return nil, nil, err
+	}
+	chosen, err = choosePools(all, names, installed)
+	return all, chosen, err
+}
+
 func listPools(ctx context.Context, dyn dynamic.Interface) (pools []v1alpha1.NodePool, installed bool, err error) {
 	pools, err = nodepool.List(ctx, dyn)
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {

@@ -111,11 +111,7 @@ Exit status: 0 started, 1 refused or an error.`,
 // getPool reads one NodePool with the cluster's node list and the pool's
 // members.
 func getPool(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Interface, name string) (*v1alpha1.NodePool, []*corev1.Node, error) {
-	all, installed, err := listPools(ctx, dyn)
-	if err != nil {
-		return nil, nil, err
-	}
-	chosen, err := choosePools(all, []string{name}, installed)
+	all, chosen, err := namedPools(ctx, dyn, []string{name})
 	if err != nil {
 		return nil, nil, err
 	}
