@@ -30,7 +30,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider/registry"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
-	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // upgradeFlags are `sluice upgrade pool`'s settings; unset ones keep the
@@ -272,24 +271,17 @@ func (f upgradeFlags) apply(u *v1alpha1.UpgradeSpec, changed func(string) bool) 
 func retriedNodes(members []*corev1.Node, image string) []string {
 	var out []string
 	for _, n := range members {
-		if n.Labels[contract.LabelUpgradeStatus] != "" && n.Annotations[contract.AnnotationUpgradeImage] == image {
+		if poolctrl.BlockedFor(n, image) {
 			out = append(out, n.Name)
 		}
 	}
 	return out
 }
 
-// clearBlocked takes the Blocked or Quarantined mark off a node, and the
-// upgrade's cordon of a quarantined one, so the upgrade tries it again.
+// clearBlocked takes an earlier upgrade's give-up mark off a node
+// (poolctrl.Unblock), so the upgrade tries it again.
 func clearBlocked(ctx context.Context, kc kubernetes.Interface, n *corev1.Node) error {
-	patch := map[string]any{"metadata": map[string]any{
-		"labels":      map[string]any{contract.LabelUpgradeStatus: nil},
-		"annotations": map[string]any{contract.AnnotationUpgradeImage: nil, contract.AnnotationUpgradeBlockedBy: nil}}}
-	if ownership.CordonedBy(n) == poolctrl.OwnerUpgrade {
-		patch["metadata"].(map[string]any)["annotations"].(map[string]any)[contract.AnnotationCordonedBy] = nil
-		patch["spec"] = map[string]any{"unschedulable": false}
-	}
-	raw, err := json.Marshal(patch)
+	raw, err := poolctrl.Unblock(n)
 	if err != nil {
 		return err
 	}

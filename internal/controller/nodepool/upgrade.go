@@ -2,6 +2,7 @@ package nodepool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -70,9 +71,10 @@ func appendErr(errs []error, err error) []error {
 	return errs
 }
 
-// blockedFor says whether an upgrade to image already gave up on the node
-// (Blocked or Quarantined).
-func blockedFor(n *corev1.Node, image string) bool {
+// BlockedFor says whether an upgrade to image already gave up on the node
+// (Blocked or Quarantined): the upgrade passes it over until a new upgrade
+// to the image (`sluice upgrade pool`) takes the mark off (Unblock).
+func BlockedFor(n *corev1.Node, image string) bool {
 	return n.Labels[contract.LabelUpgradeStatus] != "" && n.Annotations[contract.AnnotationUpgradeImage] == image
 }
 
@@ -137,7 +139,7 @@ func (c *Controller) startUpgrades(ctx context.Context, pool *v1alpha1.NodePool,
 	image := pool.Spec.Template.Image
 	var errs []error
 	for _, cand := range v.Candidates {
-		if cand.Reason != v1alpha1.ReasonUpgrade || blockedFor(cand.Node, image) {
+		if cand.Reason != v1alpha1.ReasonUpgrade || BlockedFor(cand.Node, image) {
 			continue
 		}
 		if s.inFlight >= s.surge+s.unavailable {
@@ -493,6 +495,22 @@ func (c *Controller) undrainable(ctx context.Context, pool *v1alpha1.NodePool, n
 	}
 	return c.block(ctx, pool, n, rec, v1alpha1.BlockedByDrainTimeout, why+fmt.Sprintf("; labelled %s=%s (undrainableNodeBehavior Schedule), its surge node %s is removed",
 		contract.LabelUpgradeStatus, v1alpha1.UpgradeStatusBlocked, rec.Replacement))
+}
+
+// Unblock is the merge patch that takes off the node the mark an upgrade
+// left when it gave up on it (block, undrainable), and the upgrade's own
+// cordon of a quarantined node (a person's stays), so that the next upgrade
+// to the image tries it again. The controller writes those marks; this is
+// the one place that knows how to take them off.
+func Unblock(n *corev1.Node) ([]byte, error) {
+	annotations := map[string]any{contract.AnnotationUpgradeImage: nil, contract.AnnotationUpgradeBlockedBy: nil}
+	patch := map[string]any{"metadata": map[string]any{
+		"labels": map[string]any{contract.LabelUpgradeStatus: nil}, "annotations": annotations}}
+	if ownership.CordonedBy(n) == OwnerUpgrade {
+		annotations[contract.AnnotationCordonedBy] = nil
+		patch["spec"] = map[string]any{"unschedulable": false}
+	}
+	return json.Marshal(patch)
 }
 
 // block labels the node Blocked for the pool's image (by what, in

@@ -42,7 +42,7 @@ func upgradeFailed(pool *v1alpha1.NodePool, v *view) string {
 	var quarantined, gated []string
 	for _, n := range v.Nodes {
 		switch {
-		case !blockedFor(n, image):
+		case !BlockedFor(n, image):
 		case n.Labels[contract.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
 			quarantined = append(quarantined, n.Name)
 		case n.Annotations[contract.AnnotationUpgradeBlockedBy] == v1alpha1.BlockedByHealthGate:
@@ -123,9 +123,9 @@ func tally(pool *v1alpha1.NodePool, v *view) (*v1alpha1.UpgradeStatus, counts) {
 		switch {
 		case n.Annotations[contract.AnnotationImage] == image && !drifted[n.Name]:
 			st.Upgraded++
-		case blockedFor(n, image) && n.Labels[contract.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
+		case BlockedFor(n, image) && n.Labels[contract.LabelUpgradeStatus] == v1alpha1.UpgradeStatusQuarantined:
 			st.Quarantined = append(st.Quarantined, n.Name)
-		case blockedFor(n, image):
+		case BlockedFor(n, image):
 			st.Blocked = append(st.Blocked, n.Name)
 		default:
 			t.remaining++
