@@ -335,9 +335,9 @@ func writeExplainBudget(row func(string, string, ...any), more func(string, ...a
 	row("Budget", "%s: %d of %d allowed now (%s; %d out of service)", b.Reason, b.Allowed, b.Limit, binding, b.Disrupting)
 	switch {
 	case older == 1:
-		more("1 older candidate comes first")
+		more("1 candidate ahead of it comes first (an earlier method's, or older)")
 	case older > 1:
-		more("%d older candidates come first", older)
+		more("%d candidates ahead of it come first (an earlier method's, or older)", older)
 	}
 	if c := b.NextChange; c != nil {
 		what := "the budgets change"

@@ -76,7 +76,8 @@ type Explanation struct {
 	// not.
 	Candidate v1alpha1.DisruptionReason `json:"candidate,omitempty"`
 	// OlderCandidates is how many of the pool's candidates, not yet being
-	// replaced, come before the node (oldest first).
+	// replaced, go before the node: an earlier method's in the list
+	// (Methods), and its own method's older ones.
 	OlderCandidates int         `json:"olderCandidates"`
 	Protection      *Protection `json:"protection,omitempty"`
 	// Budget is the budget for the candidate's reason; nil when the node is
@@ -209,18 +210,7 @@ func Explain(in ExplainInput) Explanation {
 	if at, expired, ok := Expiry(node, pool.DisruptionSpec(), now); ok {
 		e.Expiry = &Expiration{At: at, Expired: expired}
 	}
-	for _, c := range v.Candidates {
-		if c.Node.Name == node.Name {
-			e.Candidate = c.Reason
-			break
-		}
-		if r, err := RecordOf(c.Node); r == nil && err == nil {
-			e.OlderCandidates++
-		}
-	}
-	if e.Candidate == "" {
-		e.OlderCandidates = 0
-	}
+	e.Candidate, e.OlderCandidates = ahead(v.Candidates, node.Name)
 	e.Protection = Protected(pool, node, in.Pods, now)
 	if e.Candidate != "" {
 		b := v.Budget(e.Candidate, now)
@@ -228,6 +218,30 @@ func Explain(in ExplainInput) Explanation {
 	}
 	e.Verdict = e.decide(pool, members, now)
 	return e
+}
+
+// ahead returns the reason of the named node's candidacy ("" when it is no
+// candidate) and how many candidates not yet being replaced go before it:
+// every one of an earlier method in the list, and its own method's older
+// ones (candidates are oldest first).
+func ahead(candidates []Candidate, node string) (v1alpha1.DisruptionReason, int) {
+	rank := func(r v1alpha1.DisruptionReason) int {
+		return slices.IndexFunc(Methods, func(m Method) bool { return m.Reason == r })
+	}
+	i := slices.IndexFunc(candidates, func(c Candidate) bool { return c.Node.Name == node })
+	if i < 0 {
+		return "", 0
+	}
+	mine, n := rank(candidates[i].Reason), 0
+	for j, c := range candidates {
+		if r, err := RecordOf(c.Node); j == i || r != nil || err != nil {
+			continue
+		}
+		if theirs := rank(c.Reason); theirs < mine || theirs == mine && j < i {
+			n++
+		}
+	}
+	return candidates[i].Reason, n
 }
 
 // PoolPaused says whether the pool's voluntary disruption is stopped as a
@@ -317,9 +331,9 @@ func (e *Explanation) decide(pool *v1alpha1.NodePool, members []*corev1.Node, no
 		}
 	}
 	if e.OlderCandidates >= b.Allowed {
-		older := "up to 1 older candidate goes first"
+		older := "up to 1 candidate ahead of it goes first (an earlier method's, or older)"
 		if e.OlderCandidates > 1 {
-			older = fmt.Sprintf("up to %d older candidates go first", e.OlderCandidates)
+			older = fmt.Sprintf("up to %d candidates ahead of it go first (an earlier method's, or older)", e.OlderCandidates)
 		}
 		return Verdict{VerdictWaitingForBudget, fmt.Sprintf("will be replaced (%s) when the budget allows: %s (%s), and %s%s%s",
 			e.Candidate, b.allowedNow(), e.budgetClause(), older, e.nextWindow(now), e.providerClause())}
@@ -374,7 +388,7 @@ func (e *Explanation) notCandidate(pool *v1alpha1.NodePool, now time.Time) strin
 
 // why says in a few words what makes the node a candidate.
 func (e *Explanation) why() string {
-	if e.Candidate == v1alpha1.ReasonDrifted {
+	if e.Candidate == v1alpha1.ReasonDrifted || e.Candidate == v1alpha1.ReasonUpgrade {
 		parts := make([]string, len(e.Differences))
 		for i, d := range e.Differences {
 			parts[i] = d.String()

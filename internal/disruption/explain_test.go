@@ -113,7 +113,29 @@ func TestExplain(t *testing.T) {
 		{
 			name: "an older candidate takes the only room", pool: pool(),
 			nodes: []*corev1.Node{drifted("young"), drifted("old", created(t0.Add(-time.Hour))), current("n3")},
-			code:  disruption.VerdictWaitingForBudget, says: []string{"1 of 1 allowed now", "up to 1 older candidate goes first"},
+			code:  disruption.VerdictWaitingForBudget, says: []string{"1 of 1 allowed now", "up to 1 candidate ahead of it goes first"},
+		},
+		{
+			// Drifted precedes Expired in the list: a drifted node goes
+			// before an older expired one, whatever their ages.
+			name: "a drifted node goes before an older expired one", pool: pool(expiring),
+			nodes: []*corev1.Node{current("old", created(t0.Add(-30*24*time.Hour))), drifted("young"), current("n3")},
+			code:  disruption.VerdictWaitingForBudget, says: []string{"will be replaced (Expired)", "up to 1 candidate ahead of it goes first"},
+			check: func(t *testing.T, e disruption.Explanation) {
+				if e.OlderCandidates != 1 {
+					t.Errorf("candidates ahead of the expired node: %d, want 1 (the drifted one)", e.OlderCandidates)
+				}
+			},
+		},
+		{
+			name: "an expired node waits; the younger drifted one goes first", pool: pool(expiring),
+			nodes: []*corev1.Node{drifted("young"), current("old", created(t0.Add(-30*24*time.Hour))), current("n3")},
+			code:  disruption.VerdictWillReplace, says: []string{"will be replaced (Drifted)"},
+			check: func(t *testing.T, e disruption.Explanation) {
+				if e.OlderCandidates != 0 {
+					t.Errorf("candidates ahead of the drifted node: %d, want 0", e.OlderCandidates)
+				}
+			},
 		},
 		{
 			name: "protected by a pod", pool: pool(), nodes: []*corev1.Node{drifted("n1"), current("n2")},
