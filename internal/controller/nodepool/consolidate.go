@@ -106,7 +106,7 @@ func consolidationOff(pool *v1alpha1.NodePool, v *view, l *ledger) (why string, 
 		return "consolidateAfter is Never", false
 	}
 	if len(v.Candidates) > 0 {
-		return "the methods before consolidation (" + string(v.Candidates[0].Reason) + ", ...) have nodes to take first", false
+		return string(v.Candidates[0].Reason) + " nodes go first (a method before consolidation in the list)", false
 	}
 	if l.disrupting > v.Disrupting || len(v.Unseen) > 0 {
 		return "a disruption is under way", true
