@@ -125,24 +125,10 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("deletion").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged)).
-		Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.poolNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.NodePool{}, c.poolNodes(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(c.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(c)
-}
-
-// poolNodes queues every node: a pool's provider or selector changed, and
-// with it which nodes should carry the finalizer.
-func (c *Controller) poolNodes(ctx context.Context, _ client.Object) []reconcile.Request {
-	var nodes corev1.NodeList
-	if err := c.kube.List(ctx, &nodes); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, len(nodes.Items))
-	for i := range nodes.Items {
-		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&nodes.Items[i])}
-	}
-	return out
 }
 
 // Reconcile keeps the finalizer where it belongs and takes deleted nodes

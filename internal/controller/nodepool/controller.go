@@ -271,6 +271,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.kube.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.opts.Metrics.forget(req.Name)
+			c.orphans.forget(req.Name)
 			c.unsteer(ctx, req.Name)
 			return reconcile.Result{}, nil
 		}

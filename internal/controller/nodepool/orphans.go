@@ -46,17 +46,32 @@ type orphanPasses struct {
 }
 
 // due says whether the pool's next pass may run at now, and notes it as run.
+// The first pass comes one period after the controller first sees the pool,
+// not at its start, where every pool's listing would add to the start's
+// load; an orphan waits a registration timeout to be one anyway.
 func (o *orphanPasses) due(pool string, every time.Duration, now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.last == nil {
 		o.last = map[string]time.Time{}
 	}
-	if at, ok := o.last[pool]; ok && now.Sub(at) < every {
+	at, ok := o.last[pool]
+	if !ok {
+		o.last[pool] = now
+		return false
+	}
+	if now.Sub(at) < every {
 		return false
 	}
 	o.last[pool] = now
 	return true
+}
+
+// forget drops a deleted pool.
+func (o *orphanPasses) forget(pool string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.last, pool)
 }
 
 // orphanEvery is how often a pool's machines are listed: every registration
