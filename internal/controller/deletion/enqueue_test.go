@@ -35,7 +35,9 @@ func TestAPoolQueuesItsOwnNodes(t *testing.T) {
 	pool := func(selector metav1.LabelSelector) *v1alpha1.NodePool {
 		return &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.NodePoolSpec{NodeSelector: selector}}
 	}
-	of := func(p string) metav1.LabelSelector { return metav1.LabelSelector{MatchLabels: map[string]string{"pool": p}} }
+	of := func(p string) metav1.LabelSelector {
+		return metav1.LabelSelector{MatchLabels: map[string]string{"pool": p}}
+	}
 	queued := func(fire func(workqueue.TypedRateLimitingInterface[reconcile.Request])) []string {
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 		defer q.ShutDown()
