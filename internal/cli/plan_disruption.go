@@ -55,7 +55,7 @@ func runPlanDisruption(ctx context.Context, out io.Writer, kc kubernetes.Interfa
 		if err != nil {
 			return fmt.Errorf("planning node pool %s: %w", pool.Name, err)
 		}
-		plans = append(plans, poolPlan{Pool: pool.Name, Provider: cmpProvider(pool), Managed: pool.Spec.Provider.Manages(), Commands: cmds})
+		plans = append(plans, poolPlan{Pool: pool.Name, Provider: pool.Spec.Provider.NameOrNone(), Managed: pool.Spec.Provider.Manages(), Commands: cmds})
 	}
 	if format.structured() {
 		return writeStructured(out, format, plans)
@@ -90,12 +90,4 @@ func runPlanDisruption(ctx context.Context, out io.Writer, kc kubernetes.Interfa
 		}
 	}
 	return nil
-}
-
-// cmpProvider is the pool's provider's name, "none" for none.
-func cmpProvider(pool *v1alpha1.NodePool) v1alpha1.ProviderName {
-	if pool.Spec.Provider.Name == "" {
-		return v1alpha1.ProviderNone
-	}
-	return pool.Spec.Provider.Name
 }

@@ -221,10 +221,7 @@ func summarizePool(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Tim
 }
 
 func providerOf(pool *v1alpha1.NodePool) providerStatus {
-	p := providerStatus{Name: pool.Spec.Provider.Name, Managed: pool.Spec.Provider.Manages()}
-	if p.Name == "" {
-		p.Name = v1alpha1.ProviderNone
-	}
+	p := providerStatus{Name: pool.Spec.Provider.NameOrNone(), Managed: pool.Spec.Provider.Manages()}
 	if !p.Managed {
 		return p
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,7 +128,7 @@ func checkImage(pool *v1alpha1.NodePool, image string) error {
 	images := registry.Images(name)
 	if !images.Sets() {
 		return fmt.Errorf("node pool %s has provider %s, which cannot set a machine's image (%s); sluice will not replace its nodes for an image (it reports them: sluice status %s)",
-			pool.Name, cmp.Or(string(name), "none"), images.Unsupported, pool.Name)
+			pool.Name, pool.Spec.Provider.NameOrNone(), images.Unsupported, pool.Name)
 	}
 	if images.Check != nil {
 		return images.Check(image)

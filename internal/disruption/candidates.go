@@ -77,3 +77,11 @@ func Candidates(pool *v1alpha1.NodePool, nodes []*corev1.Node, hash string, now 
 	})
 	return out
 }
+
+// expiredAt is when the node expired, zero when it has not.
+func expiredAt(at time.Time, expired bool) time.Time {
+	if !expired {
+		return time.Time{}
+	}
+	return at
+}

@@ -196,15 +196,12 @@ func Explain(in ExplainInput) Explanation {
 	hash := provider.TemplateHash(pool.Spec.Template)
 	v := Observe(pool, members, now)
 	e.Pool = &PoolFacts{
-		Name: pool.Name, Provider: pool.Spec.Provider.Name, Managed: pool.Spec.Provider.Manages(),
+		Name: pool.Name, Provider: pool.Spec.Provider.NameOrNone(), Managed: pool.Spec.Provider.Manages(),
 		ProviderReady: in.ProviderReady,
 		Paused:        PoolPaused(pool),
 		Problem:       nodepool.Validate(pool, v.Size),
 		Nodes:         len(members),
 		Disrupting:    v.Disrupting,
-	}
-	if e.Pool.Provider == "" {
-		e.Pool.Provider = v1alpha1.ProviderNone
 	}
 	e.Differences = PoolDrift(node, pool, hash)
 	if at, expired, ok := Expiry(node, pool.DisruptionSpec(), now); ok {

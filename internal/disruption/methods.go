@@ -2,7 +2,6 @@ package disruption
 
 import (
 	"slices"
-	"time"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -93,12 +92,4 @@ func upgradeOwns(pool *v1alpha1.NodePool, c Candidate) bool {
 		return false
 	}
 	return slices.ContainsFunc(c.Differences, func(d Difference) bool { return d.Field == "image" && d.Left == "" })
-}
-
-// expiredAt is when the node expired, zero when it has not.
-func expiredAt(at time.Time, expired bool) time.Time {
-	if !expired {
-		return time.Time{}
-	}
-	return at
 }

@@ -325,6 +325,14 @@ type AutoScalingGroup struct {
 // Manages says whether sluice creates and deletes the pool's machines.
 func (p ProviderSpec) Manages() bool { return p.Name != "" && p.Name != ProviderNone }
 
+// NameOrNone is the provider's name, ProviderNone when the pool names none.
+func (p ProviderSpec) NameOrNone() ProviderName {
+	if p.Name == "" {
+		return ProviderNone
+	}
+	return p.Name
+}
+
 // KwokProviderSpec makes the sandbox's simulated cloud behave like a real
 // one: machines take time to boot, and can fail the ways clouds fail.
 type KwokProviderSpec struct {
