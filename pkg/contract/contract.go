@@ -61,6 +61,16 @@ const (
 	// TaintConsolidation (PreferNoSchedule, value "next") steers new pods
 	// away from the nodes a later consolidation round will take.
 	TaintConsolidation = "sluice.dev/consolidation"
+	// TaintUnregistered (NoExecute) is on a provider's new machine from its
+	// kubelet's first registration (--register-with-taints, set in what the
+	// provider launches) until the controller has given the Node its pool's
+	// template labels and taints: no pod lands on a node that is not yet
+	// what its pool says.
+	TaintUnregistered = "sluice.dev/unregistered"
+	// AnnotationRegistered on a Node records what registration applied (JSON:
+	// the template's label keys and taints), so the controller knows the
+	// fields it owns and never touches anyone else's.
+	AnnotationRegistered = "sluice.dev/registered"
 )
 
 // Upgrades.
