@@ -10,8 +10,9 @@
 // without making a second machine. (EC2's ClientToken gives the same promise
 // for 24 h; moto does not keep it, and the tag lookup does not depend on it.)
 // A new instance is launched from the group's own launch template into one of
-// its subnets, then attached to the group, which raises the group's desired
-// capacity by one; deleting it terminates it in the group with the desired
+// its subnets, then attached to the group once it is running (by the Create
+// or Get that first sees it so), which raises the group's desired capacity
+// by one; deleting it terminates it in the group with the desired
 // capacity lowered by one, so the group never replaces what sluice removed.
 package awsasg
 
@@ -80,8 +81,9 @@ func New(ec2c EC2, asg AutoScaling, clk clock.PassiveClock) *Provider {
 }
 
 // Create launches the machine named name in one of the pool's groups, or
-// returns it when it is already there (attaching it to its group if an
-// earlier call stopped short of that).
+// returns it when it is already there. Auto Scaling attaches only a running
+// instance, so a machine still pending is returned Launching and attached by
+// a later Create or Get of the same name (see settle).
 func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name string) (*provider.Machine, error) {
 	spec := pool.Spec.Provider.AWS
 	if spec == nil || len(spec.AutoScalingGroups) == 0 {
@@ -98,11 +100,12 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 		if inst, err = p.launch(ctx, pool, name); err != nil {
 			return nil, err
 		}
+		// RunInstances answers "pending"; the instance may be running by now.
+		if again, err := p.find(ctx, name); err == nil && again != nil {
+			inst = again
+		}
 	}
-	if err := p.attach(ctx, inst); err != nil {
-		return nil, err
-	}
-	return machineOf(inst), nil
+	return p.settle(ctx, inst)
 }
 
 // launch runs one instance from the first group that can take it.
@@ -226,25 +229,53 @@ func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string
 	return &out.Instances[0], nil
 }
 
-// attach puts the instance in the group it was launched for, unless it is
-// in a group already. Attaching raises the group's desired capacity by one.
-func (p *Provider) attach(ctx context.Context, inst *ec2types.Instance) error {
+// settle describes the instance as a machine, attaching it first to the
+// group it was launched for when it is running and in no group yet: the
+// second half of a Create, done by whichever Create or Get first sees the
+// instance running. Until then the machine is Launching.
+func (p *Provider) settle(ctx context.Context, inst *ec2types.Instance) (*provider.Machine, error) {
+	m := machineOf(inst)
+	attached, err := p.attach(ctx, inst)
+	if err != nil {
+		return nil, err
+	}
+	if !attached && m.State == provider.StateRunning {
+		m.State = provider.StateLaunching
+	}
+	return m, nil
+}
+
+// tagGroupName is the tag Auto Scaling puts on every instance of a group,
+// the ones attached to it included.
+const tagGroupName = "aws:autoscaling:groupName"
+
+// attach puts the instance in the group it was launched for, when it is
+// running and in no group yet, and says whether it is in its group. Auto
+// Scaling refuses to attach an instance that is not running (ValidationError;
+// the user guide's "Attach EC2 instances to your Auto Scaling group" lists
+// the running state among the requirements). Attaching raises the group's
+// desired capacity by one. An instance sluice did not launch (no
+// sluice.dev/asg tag) is left as it is.
+func (p *Provider) attach(ctx context.Context, inst *ec2types.Instance) (bool, error) {
+	want := tag(inst, contract.TagAutoscalingGroup)
+	if want == "" || tag(inst, tagGroupName) != "" {
+		return true, nil
+	}
+	if inst.State == nil || inst.State.Name != ec2types.InstanceStateNameRunning {
+		return false, nil
+	}
 	id := aws.ToString(inst.InstanceId)
 	out, err := p.asg.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{id}})
 	if err != nil {
-		return refusal("reading the group of instance "+id, err)
+		return false, refusal("reading the group of instance "+id, err)
 	}
 	if len(out.AutoScalingInstances) > 0 {
-		return nil
-	}
-	want := tag(inst, contract.TagAutoscalingGroup)
-	if want == "" {
-		return fmt.Errorf("instance %s (machine %s) has no %s tag: it was not launched by this provider", id, tag(inst, contract.TagMachine), contract.TagAutoscalingGroup)
+		return true, nil
 	}
 	if _, err := p.asg.AttachInstances(ctx, &autoscaling.AttachInstancesInput{AutoScalingGroupName: aws.String(want), InstanceIds: []string{id}}); err != nil {
-		return refusal(fmt.Sprintf("attaching instance %s to Auto Scaling group %s", id, want), err)
+		return false, refusal(fmt.Sprintf("attaching instance %s (machine %s) to Auto Scaling group %s", id, tag(inst, contract.TagMachine), want), err)
 	}
-	return nil
+	return true, nil
 }
 
 // Delete terminates the machine, in its group with the desired capacity
@@ -274,7 +305,8 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-// Get returns the machine named name.
+// Get returns the machine named name, attaching it to its group when it has
+// become running since its Create (see settle).
 func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, error) {
 	inst, err := p.find(ctx, name)
 	if err != nil {
@@ -283,7 +315,15 @@ func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, err
 	if inst == nil {
 		return nil, fmt.Errorf("machine %s: %w", name, provider.ErrNotFound)
 	}
-	return machineOf(inst), nil
+	m, err := p.settle(ctx, inst)
+	if perr, ok := provider.AsError(err); ok && !perr.Retryable {
+		// The group will never take it (a MaxSize reached, say): the
+		// controller deletes a failed machine and says why.
+		m = machineOf(inst)
+		m.State, m.Message = provider.StateFailed, perr.Error()
+		return m, nil
+	}
+	return m, err
 }
 
 // List returns the pool's machines that are not terminated.

@@ -3,6 +3,7 @@ package awsasg
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/aws/smithy-go"
@@ -18,6 +19,23 @@ const CodeThrottled = provider.CodeThrottled
 // needs (docs/providers.md lists them); only a person changing it helps.
 const CodeAccessDenied = "AccessDenied"
 
+// CodeInstanceNotRunning means Auto Scaling would not attach an instance that
+// is not running yet; the next Create or Get of the machine attaches it.
+const CodeInstanceNotRunning = "InstanceNotRunning"
+
+// validationReadings read Auto Scaling's ValidationError, whose code says
+// only that a request was refused, by its message, first match wins. Each
+// pattern is the message as AWS sends it (quoted in errors_test.go).
+var validationReadings = []struct {
+	message   *regexp.Regexp
+	code      string
+	retryable bool
+	advice    string
+}{
+	// AttachInstances of an instance that is not running yet.
+	{regexp.MustCompile(`^Instance i-[0-9a-f]+ is not in correct state`), CodeInstanceNotRunning, true, ""},
+}
+
 // refusal turns an EC2 or Auto Scaling error into the provider's terms,
 // keeping the cloud's own code and message for people. Errors that are not
 // the API's (a timeout, a connection refused) stay as they are: retryable,
@@ -29,6 +47,15 @@ func refusal(what string, err error) error {
 	}
 	code, msg := api.ErrorCode(), api.ErrorMessage()
 	e := &provider.Error{Message: fmt.Sprintf("%s: %s: %s", what, code, msg)}
+	if code == "ValidationError" {
+		for _, r := range validationReadings {
+			if r.message.MatchString(msg) {
+				e.Code, e.Retryable = r.code, r.retryable
+				e.Message += r.advice
+				return e
+			}
+		}
+	}
 	switch {
 	case code == "InsufficientInstanceCapacity", code == "InsufficientHostCapacity", code == "InsufficientReservedInstanceCapacity",
 		code == "Unsupported" && strings.Contains(msg, "not supported in your requested Availability Zone"):
