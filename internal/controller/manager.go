@@ -45,6 +45,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/controller/deletion"
 	"github.com/sluice-dev/sluice/internal/controller/maintenance"
 	"github.com/sluice-dev/sluice/internal/controller/nodepool"
+	"github.com/sluice-dev/sluice/internal/controller/registration"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/internal/timeline"
@@ -255,6 +256,12 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		})
 		if err := pc.SetupWithManager(mgr, 1); err != nil {
 			return nil, fmt.Errorf("setting up the NodePool controller: %w", err)
+		}
+		rc := registration.New(mgr.GetClient(), opts.Clock, machines, registration.Options{
+			DryRun: opts.DryRun, Recorder: recorder, Registry: opts.Registry, Log: opts.Log.With("component", "registration"),
+		})
+		if err := rc.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the node registration controller: %w", err)
 		}
 		dc := deletion.NewController(mgr.GetClient(), opts.Clock, queue, machines, deletion.Options{
 			DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "deletion"),

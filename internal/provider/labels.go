@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
@@ -31,6 +33,11 @@ const (
 	// made from: it stands for what cannot be read from a Node.
 	AnnotationTemplateHash = contract.AnnotationTemplateHash
 )
+
+// Unregistered is the taint every provider's new machine registers with
+// (its kubelet's --register-with-taints): no pod lands on it until the
+// controller has given it its pool's template and lifted the taint.
+var Unregistered = corev1.Taint{Key: contract.TaintUnregistered, Value: "true", Effect: corev1.TaintEffectNoExecute}
 
 // TemplateHash hashes what of a template cannot be read back from a Node (its
 // kubelet settings), to be stored as AnnotationTemplateHash and compared for

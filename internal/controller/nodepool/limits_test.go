@@ -6,8 +6,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 func TestOverLimits(t *testing.T) {
@@ -42,9 +44,12 @@ func TestInitialized(t *testing.T) {
 	startup := corev1.Taint{Key: "cni-not-ready", Effect: corev1.TaintEffectNoSchedule}
 	tmpl := &v1alpha1.NodeTemplate{StartupTaints: []corev1.Taint{startup}}
 	node := func(ready corev1.ConditionStatus, taints ...corev1.Taint) *corev1.Node {
-		return &corev1.Node{Spec: corev1.NodeSpec{Taints: taints},
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.AnnotationRegistered: "{}"}},
+			Spec:   corev1.NodeSpec{Taints: taints},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
 	}
+	unregistered := node(corev1.ConditionTrue)
+	unregistered.Annotations = nil
 	tests := []struct {
 		name string
 		node *corev1.Node
@@ -55,6 +60,8 @@ func TestInitialized(t *testing.T) {
 		{"ready with a startup taint", node(corev1.ConditionTrue, startup), false},
 		{"ready with the node lifecycle's not-ready taint", node(corev1.ConditionTrue, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}), false},
 		{"ready with another taint", node(corev1.ConditionTrue, corev1.Taint{Key: "dedicated", Effect: corev1.TaintEffectNoSchedule}), true},
+		{"ready, not registered yet", unregistered, false},
+		{"ready, registered, the unregistered taint not lifted yet", node(corev1.ConditionTrue, corev1.Taint{Key: contract.TaintUnregistered, Effect: corev1.TaintEffectNoExecute}), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

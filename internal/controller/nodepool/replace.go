@@ -322,16 +322,20 @@ func (c *Controller) checkMachine(ctx context.Context, pool *v1alpha1.NodePool, 
 	return nil
 }
 
-// initialized says whether a replacement is ready for work: Ready, and rid
-// of the template's startup taints (their owner, a CNI or a node agent,
+// initialized says whether a replacement is ready for work: Ready,
+// registered (given its pool's template: docs/design/registration.md), and
+// rid of the template's startup taints (their owner, a CNI or a node agent,
 // lifts them once the node can run pods). Draining the old node before that
 // would leave its pods nowhere to go.
 func initialized(n *corev1.Node, t *v1alpha1.NodeTemplate) bool {
 	if !budget.NodeReady(n) {
 		return false
 	}
+	if _, registered := n.Annotations[contract.AnnotationRegistered]; !registered {
+		return false
+	}
 	for _, taint := range n.Spec.Taints {
-		if taint.Key == corev1.TaintNodeNotReady {
+		if taint.Key == corev1.TaintNodeNotReady || taint.Key == contract.TaintUnregistered {
 			return false
 		}
 		if t != nil && slices.ContainsFunc(t.StartupTaints, func(s corev1.Taint) bool { return s.Key == taint.Key && s.Effect == taint.Effect }) {

@@ -192,8 +192,10 @@ func TestCreateRegistersTheNodeAfterTheBootDelay(t *testing.T) {
 			if !maps.Equal(node.Annotations, wantAnnotations) {
 				t.Errorf("annotations %v, want %v", node.Annotations, wantAnnotations)
 			}
-			if !slices.EqualFunc(node.Spec.Taints, tc.taints, func(a, b corev1.Taint) bool { return a.MatchTaint(&b) && a.Value == b.Value }) {
-				t.Errorf("taints %v, want %v", node.Spec.Taints, tc.taints)
+			// Every new machine registers tainted, as a cloud's would.
+			wantTaints := append(slices.Clone(tc.taints), provider.Unregistered)
+			if !slices.EqualFunc(node.Spec.Taints, wantTaints, func(a, b corev1.Taint) bool { return a.MatchTaint(&b) && a.Value == b.Value }) {
+				t.Errorf("taints %v, want %v", node.Spec.Taints, wantTaints)
 			}
 			if node.Spec.ProviderID != "kwok://"+m.Name {
 				t.Errorf("providerID %q, want kwok://%s", node.Spec.ProviderID, m.Name)
@@ -675,13 +677,13 @@ func TestStartupTaintsAreLiftedAfterRegistration(t *testing.T) {
 		}
 		return n.Spec.Taints
 	}
-	if got := taints(); len(got) != 2 {
-		t.Fatalf("taints at registration = %v, want the template's and the startup taint", got)
+	if got := taints(); len(got) != 3 {
+		t.Fatalf("taints at registration = %v, want the template's, the startup taint and %s", got, provider.Unregistered.Key)
 	}
 	waitFor(t, "the lift to wait on the clock", func() bool { return clk.HasWaiters() })
 	clk.Step(DefaultStartupTaintsLifted)
-	waitFor(t, "the startup taint lifted", func() bool { return len(taints()) == 1 })
-	if got := taints(); got[0].Key != keep.Key {
+	waitFor(t, "the startup taint lifted", func() bool { return len(taints()) == 2 })
+	if got := taints(); got[0].Key != keep.Key || got[1].Key != provider.Unregistered.Key {
 		t.Errorf("taints after the lift = %v, want only %v", got, keep)
 	}
 }

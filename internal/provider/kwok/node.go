@@ -40,7 +40,8 @@ type nodeSpec struct {
 }
 
 // build returns the Node the machine's kubelet registers: the template's
-// labels and taints (startup taints too), the labels and annotations every
+// labels and taints as they were at launch (startup taints too),
+// contract.TaintUnregistered, the labels and annotations every
 // provider writes, and the capacity of its instance type.
 func (s *nodeSpec) build() *corev1.Node {
 	m, t := s.machine, s.template
@@ -87,7 +88,9 @@ func (s *nodeSpec) build() *corev1.Node {
 		},
 		Spec: corev1.NodeSpec{
 			ProviderID: m.ProviderID,
-			Taints:     append(slices.Clone(t.Taints), t.StartupTaints...),
+			// As every provider launches it: the controller registers the
+			// Node (docs/design/registration.md) and lifts this taint.
+			Taints: append(append(slices.Clone(t.Taints), t.StartupTaints...), provider.Unregistered),
 		},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
