@@ -213,6 +213,9 @@ func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string
 	if g.InstanceType != "" {
 		in.InstanceType = ec2types.InstanceType(g.InstanceType)
 	}
+	if pool.Spec.Template != nil && pool.Spec.Template.Image != "" {
+		in.ImageId = aws.String(pool.Spec.Template.Image) // overrides the launch template's
+	}
 	if subnets := strings.Split(aws.ToString(group.VPCZoneIdentifier), ","); subnets[0] != "" {
 		in.SubnetId = aws.String(strings.TrimSpace(subnets[0]))
 	}
@@ -405,6 +408,7 @@ func machineOf(inst *ec2types.Instance) *provider.Machine {
 		Name:         tag(inst, contract.TagMachine),
 		Pool:         tag(inst, contract.TagNodePool),
 		InstanceType: string(inst.InstanceType),
+		Image:        aws.ToString(inst.ImageId),
 		Capacity:     v1alpha1.CapacityOnDemand,
 		Created:      aws.ToTime(inst.LaunchTime),
 		State:        provider.StateLaunching,

@@ -3,6 +3,8 @@ package awsasg
 import (
 	"context"
 	"errors"
+	"fmt"
+	"regexp"
 
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -15,10 +17,10 @@ import (
 // Registration is the aws-asg provider as the registry lists it.
 var Registration = provider.Registration{
 	Name: v1alpha1.ProviderAWSASG,
-	Images: provider.Images{
-		Unsupported: "aws-asg launches the AMI of the Auto Scaling group's launch template: change the launch template's version to change the image",
-	},
-	Start: start,
+	// A pool's image is launched in place of the launch template's
+	// (RunInstances' ImageId overrides the template's).
+	Images: provider.Images{Check: checkImage},
+	Start:  start,
 }
 
 // start builds the provider on the SDK's default chain (IRSA or EKS Pod
@@ -34,4 +36,17 @@ func start(ctx context.Context, env provider.Env) (provider.Provider, error) {
 		return nil, errors.New("no AWS region: set AWS_REGION (in the chart: controller.env)")
 	}
 	return New(ec2.NewFromConfig(cfg), autoscaling.NewFromConfig(cfg), env.Clock), nil
+}
+
+// amiID is an AMI's ID as EC2 gives them: "ami-" and 8 hexadecimal digits,
+// or 17 for the IDs made since 2016.
+var amiID = regexp.MustCompile(`^ami-([0-9a-f]{8}|[0-9a-f]{17})$`)
+
+// checkImage says whether image is an AMI ID; whether the account may launch
+// it is EC2's to say at the first launch (InvalidAMIID.*: InvalidTemplate).
+func checkImage(image string) error {
+	if !amiID.MatchString(image) {
+		return fmt.Errorf("image %q is not an AMI ID: aws-asg launches an AMI named by its ID, ami- and 8 or 17 hexadecimal digits (ami-0abc1234def567890)", image)
+	}
+	return nil
 }
