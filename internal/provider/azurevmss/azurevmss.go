@@ -13,6 +13,15 @@
 // changed by one request at a time, and sluice must be the set's only
 // writer of capacity: instances the claims cannot explain are refused as
 // CapacityChangedElsewhere instead of being guessed at.
+//
+// A new instance boots what the set's model says. A pool's
+// spec.template.image (in a form CheckImage takes) is written into the
+// model's imageReference before a scale-out that needs it; the instances
+// already there are left as they are, which only a set whose
+// upgradePolicy.mode is Manual does, so a set Azure would roll itself is
+// refused a new image. (AKS does not expect its node pools' sets to be
+// changed under it, and its next operation on the node pool may write its
+// own model back.)
 package azurevmss
 
 import (
@@ -244,7 +253,7 @@ func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, err
 	if c != nil && id == "" { // the scale-out is under way, or was cut short
 		unlock := p.lock(*r)
 		defer unlock()
-		return p.pending(ctx, cl, c, false)
+		return p.pending(ctx, cl, c, "", false)
 	}
 	if c != nil {
 		return p.claimed(ctx, cl, c)
@@ -352,6 +361,11 @@ func machineOf(name, pool string, r ref, vm *armcompute.VirtualMachineScaleSetVM
 		case "Deleting":
 			m.State = provider.StateDeleting
 		}
+	}
+	if props := vm.Properties; props != nil && props.StorageProfile != nil {
+		// What the instance was made from, as Azure reports it: a model
+		// changed since does not change it.
+		m.Image = imageOf(props.StorageProfile.ImageReference, true)
 	}
 	if vm.Properties != nil && vm.Properties.InstanceView != nil {
 		for _, s := range vm.Properties.InstanceView.Statuses {

@@ -13,10 +13,10 @@ import (
 // Registration is the azure-vmss provider as the registry lists it.
 var Registration = provider.Registration{
 	Name: v1alpha1.ProviderAzureVMSS,
-	Images: provider.Images{
-		Unsupported: "azure-vmss creates instances from the scale set's model: change the model's image reference (and its upgrade policy) to change the image",
-	},
-	Start: start,
+	// The template's image is the model's imageReference before each
+	// scale-out, in one of the forms CheckImage takes.
+	Images: provider.Images{Check: CheckImage},
+	Start:  start,
 }
 
 // start builds the provider on azidentity's default chain: workload identity

@@ -38,7 +38,7 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 		return nil, err
 	}
 	if c != nil {
-		m, err := p.resume(ctx, c)
+		m, err := p.resume(ctx, c, imageOfPool(pool))
 		if err != nil || m != nil {
 			return m, err
 		}
@@ -48,8 +48,8 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 }
 
 // resume finishes a claim found stored: the machine, or nil when its
-// instance is gone (the claim is dropped).
-func (p *Provider) resume(ctx context.Context, c *Claim) (*provider.Machine, error) {
+// instance is gone (the claim is dropped). image is the template's.
+func (p *Provider) resume(ctx context.Context, c *Claim, image string) (*provider.Machine, error) {
 	cl, err := p.clientsFor(c.Subscription)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func (p *Provider) resume(ctx context.Context, c *Claim) (*provider.Machine, err
 	unlock := p.lock(refOf(c))
 	defer unlock()
 	if c.InstanceID == "" {
-		return p.pending(ctx, cl, c, true)
+		return p.pending(ctx, cl, c, image, true)
 	}
 	m, err := p.claimed(ctx, cl, c)
 	if provider.IsNotFound(err) {
@@ -88,8 +88,9 @@ func (p *Provider) claimed(ctx context.Context, cl *clients, c *Claim) (*provide
 // raised means Azure has not listed it yet (Launching); none and the
 // capacity not raised means the scale-out never happened, so it is made
 // when mayRaise (Create), and the machine is NotFound otherwise (Get: the
-// controller asks again by the same name).
-func (p *Provider) pending(ctx context.Context, cl *clients, c *Claim, mayRaise bool) (*provider.Machine, error) {
+// controller asks again by the same name). The set's model is made to boot
+// image first.
+func (p *Provider) pending(ctx context.Context, cl *clients, c *Claim, image string, mayRaise bool) (*provider.Machine, error) {
 	r := refOf(c)
 	fresh, err := p.fresh(ctx, cl, c)
 	if err != nil {
@@ -114,6 +115,9 @@ func (p *Provider) pending(ctx context.Context, cl *clients, c *Claim, mayRaise 
 	}
 	if !mayRaise {
 		return nil, fmt.Errorf("machine %s: scale set %s was never scaled out for it: %w", c.Machine, r, provider.ErrNotFound)
+	}
+	if err := p.setImage(ctx, cl, r, set, image); err != nil {
+		return nil, err
 	}
 	return p.grow(ctx, cl, c, set)
 }
@@ -140,10 +144,14 @@ func (p *Provider) scaleOut(ctx context.Context, pool *v1alpha1.NodePool, name s
 	if pool.Spec.Template != nil {
 		allowed = pool.Spec.Template.InstanceTypes
 	}
+	image := imageOfPool(pool)
+	if err := CheckImage(image); err != nil {
+		return nil, err
+	}
 	var lastRefusal error
 	for _, s := range spec.ScaleSets {
 		r := ref{spec.SubscriptionID, spec.ResourceGroup, s.Name}
-		m, size, err := p.scaleOutIn(ctx, pool.Name, name, r, allowed)
+		m, size, err := p.scaleOutIn(ctx, pool.Name, name, r, allowed, image)
 		if err == nil && m != nil {
 			return m, nil
 		}
@@ -164,10 +172,10 @@ func (p *Provider) scaleOut(ctx context.Context, pool *v1alpha1.NodePool, name s
 		Message: "no scale set of the pool has a VM size the template allows that Azure had capacity for in the last " + unavailableFor.String()}
 }
 
-// scaleOutIn makes the machine in one scale set; nil and no error when the
-// set's VM size is not one to try. size is the set's VM size in its
-// location, the key of the unavailable sizes.
-func (p *Provider) scaleOutIn(ctx context.Context, pool, name string, r ref, allowed []string) (m *provider.Machine, size string, err error) {
+// scaleOutIn makes the machine, booting image, in one scale set; nil and no
+// error when the set's VM size is not one to try. size is the set's VM size
+// in its location, the key of the unavailable sizes.
+func (p *Provider) scaleOutIn(ctx context.Context, pool, name string, r ref, allowed []string, image string) (m *provider.Machine, size string, err error) {
 	cl, err := p.clientsFor(r.subscription)
 	if err != nil {
 		return nil, "", err
@@ -187,6 +195,9 @@ func (p *Provider) scaleOutIn(ctx context.Context, pool, name string, r ref, all
 	if len(allowed) > 0 && !slices.Contains(allowed, vmSize) || p.isUnavailable(size) {
 		return nil, size, nil
 	}
+	if err := p.setImage(ctx, cl, r, set, image); err != nil {
+		return nil, size, err
+	}
 	before, err := p.instances(ctx, cl, r)
 	if err != nil {
 		return nil, size, err
@@ -198,6 +209,56 @@ func (p *Provider) scaleOutIn(ctx context.Context, pool, name string, r ref, all
 	}
 	m, err = p.grow(ctx, cl, c, set)
 	return m, size, err
+}
+
+func imageOfPool(pool *v1alpha1.NodePool) string {
+	if pool.Spec.Template == nil {
+		return ""
+	}
+	return pool.Spec.Template.Image
+}
+
+// setImage makes the set's model boot image ("" leaves it as it is), with
+// the set locked, before its capacity is raised: new instances are made
+// from the model. Instances already there keep the model they were made
+// from while the set's upgradePolicy.mode is Manual; Automatic or Rolling
+// would have Azure reimage them itself, without a drain, so such a set is
+// refused. The model's spelling is compared exactly, not ignoring case:
+// Azure reports an instance's image as the model spelled it, and that is
+// what the template is compared with.
+func (p *Provider) setImage(ctx context.Context, cl *clients, r ref, set *armcompute.VirtualMachineScaleSet, image string) error {
+	if image == "" || modelImage(set) == image {
+		return nil
+	}
+	if mode := upgradeMode(set); mode != armcompute.UpgradeModeManual {
+		return &provider.Error{Code: provider.CodeInvalidTemplate, Message: fmt.Sprintf(
+			"scale set %s has upgradePolicy.mode %s: Azure would reimage its instances to image %s itself, without draining them; set its upgradePolicy.mode to Manual for sluice to roll the pool",
+			r, mode, image)}
+	}
+	want, err := imageReference(image)
+	if err != nil {
+		return err
+	}
+	poller, err := cl.sets.BeginUpdate(ctx, r.resourceGroup, r.scaleSet, imagePatch(want), nil)
+	if err == nil {
+		_, err = poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opts.PollEvery})
+	}
+	if err != nil {
+		// No claim is written yet: asking again finds the model as
+		// Azure left it and changes it only if it still differs.
+		return refusal(fmt.Sprintf("changing the image of scale set %s to %s", r, image), err)
+	}
+	p.opts.Log.Info("scale set model changed", "scaleSet", r.String(), "image", image, "was", modelImage(set))
+	return nil
+}
+
+// upgradeMode is the set's upgradePolicy.mode; Manual when Azure names
+// none, its default.
+func upgradeMode(set *armcompute.VirtualMachineScaleSet) armcompute.UpgradeMode {
+	if p := set.Properties; p != nil && p.UpgradePolicy != nil && p.UpgradePolicy.Mode != nil {
+		return *p.UpgradePolicy.Mode
+	}
+	return armcompute.UpgradeModeManual
 }
 
 // usable refuses a scale set the provider cannot make machines in.

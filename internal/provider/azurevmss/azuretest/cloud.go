@@ -7,9 +7,14 @@ package azuretest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +27,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6/fake"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -35,6 +41,13 @@ import (
 // provider has to clean up after), and a missing instance is a 404. Every
 // operation is a long-running one that answers 202 first. Requests can be
 // throttled with a 429 and a Retry-After, in front of the fakes.
+//
+// Each set has a model (Model): the image and user data its new instances
+// are made from. A PATCH of the model changes it for instances made after
+// it only; an instance keeps the model it was made from, and reports
+// latestModelApplied false once the set's model changed, as a set whose
+// upgradePolicy.mode is Manual does (the fake never rolls a set, whatever
+// its mode).
 type Cloud struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
@@ -53,6 +66,10 @@ type Cloud struct {
 	// Answered runs after each answer the fakes gave, on the caller's
 	// goroutine.
 	Answered func(Request)
+	// DropAnswer, when it says so, loses the answer of a request the
+	// cloud carried out (a connection reset after Azure acted): the caller
+	// gets a transport error, not Azure's answer.
+	DropAnswer func(Request) bool
 	// throttled is how many more requests answer 429, and with what
 	// Retry-After (seconds).
 	throttled  int
@@ -72,6 +89,8 @@ type Request struct {
 type scaleSet struct {
 	name, location, size string
 	flexible             bool
+	upgrade              armcompute.UpgradeMode
+	model                *model
 	next                 int
 	vms                  map[string]*vm
 }
@@ -79,7 +98,49 @@ type scaleSet struct {
 type vm struct {
 	id, vmID, state, zone string
 	created               time.Time
+	model                 *model // the set's when the instance was made
 }
+
+// model is one version of a set's model; a change makes a new one, so an
+// instance's model is its set's while it is the same pointer.
+type model struct {
+	// image is the imageReference, by its JSON names (id, publisher,
+	// offer, sku, version, ...).
+	image map[string]string
+	// userData is virtualMachineProfile.userData: base64, as Azure keeps
+	// it.
+	userData string
+}
+
+// Model is what a scale set's new instances are made from.
+type Model struct {
+	// Image is virtualMachineProfile.storageProfile.imageReference; zero
+	// is AKSImage.
+	Image armcompute.ImageReference
+	// UpgradeMode is upgradePolicy.mode; "" is Manual, Azure's default.
+	UpgradeMode armcompute.UpgradeMode
+	// NodeLabels and NodeTaints are what the instances' kubelet registers
+	// with: the model's user data is a boot script passing them as
+	// --node-labels and --register-with-taints, as a self-managed set's
+	// does. (An AKS-managed set's kubelet takes them from its AKS node
+	// pool's nodeLabels and nodeTaints instead, through a customData
+	// AKS writes and Azure never returns.)
+	NodeLabels map[string]string
+	NodeTaints []corev1.Taint
+	// UserData, when set, is the model's user data in plain text (the
+	// cloud keeps it base64-encoded), in place of the script made from
+	// NodeLabels and NodeTaints.
+	UserData string
+}
+
+// AKSImage is the image a set's model has unless told: an AKS node image, a
+// Compute Gallery image version in AKS's own subscription, as AKS node
+// pools' sets have it.
+const AKSImage = "/subscriptions/109a5e88-712a-48ae-9078-9ca8b3c81345/resourceGroups/AKS-Ubuntu/providers/Microsoft.Compute/galleries/AKSUbuntu/images/2204gen2containerd/versions/202411.12.0"
+
+// LatestPlatformVersion is the version the cloud resolves a platform
+// image's "latest" to: an instance's exactVersion.
+const LatestPlatformVersion = "22.04.202411120"
 
 // vmIDs numbers the VMs the cloud ever made, so each vmId is its own.
 var vmIDs atomic.Int64
@@ -95,22 +156,76 @@ func NewCloud(clk clock.PassiveClock) *Cloud {
 	return &Cloud{clock: clk, sets: map[string]*scaleSet{}}
 }
 
-// AddSet makes a Uniform scale set of the VM size with n instances.
+// AddSet makes a Uniform scale set of the VM size with n instances, whose
+// model is the zero Model's.
 func (c *Cloud) AddSet(name, size string, n int) {
+	c.AddSetWithModel(name, size, n, Model{})
+}
+
+// AddSetWithModel makes a Uniform scale set of the VM size with n instances
+// made from the model m.
+func (c *Cloud) AddSetWithModel(name, size string, n int, m Model) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := &scaleSet{name: name, location: "westeurope", size: size, vms: map[string]*vm{}}
+	s := &scaleSet{name: name, location: "westeurope", size: size, upgrade: m.UpgradeMode, model: newModel(m), vms: map[string]*vm{}}
+	if s.upgrade == "" {
+		s.upgrade = armcompute.UpgradeModeManual
+	}
 	c.sets[strings.ToLower(name)] = s
 	for range n {
 		s.add("Succeeded", c.clock.Now())
 	}
 }
 
+func newModel(m Model) *model {
+	image := map[string]string{}
+	for k, v := range map[string]*string{"id": m.Image.ID, "publisher": m.Image.Publisher, "offer": m.Image.Offer, "sku": m.Image.SKU,
+		"version": m.Image.Version, "sharedGalleryImageId": m.Image.SharedGalleryImageID, "communityGalleryImageId": m.Image.CommunityGalleryImageID} {
+		if v != nil {
+			image[k] = *v
+		}
+	}
+	if len(image) == 0 {
+		image["id"] = AKSImage
+	}
+	text := m.UserData
+	if text == "" {
+		text = bootScript(m.NodeLabels, m.NodeTaints)
+	}
+	return &model{image: image, userData: base64.StdEncoding.EncodeToString([]byte(text))}
+}
+
+// bootScript is a self-managed set's boot script starting its kubelet with
+// the labels and taints.
+func bootScript(labels map[string]string, taints []corev1.Taint) string {
+	args := []string{"/usr/bin/kubelet", "--kubeconfig=/var/lib/kubelet/kubeconfig", "--cloud-provider=external"}
+	if len(labels) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			kv = append(kv, k+"="+labels[k])
+		}
+		args = append(args, "--node-labels="+strings.Join(kv, ","))
+	}
+	if len(taints) > 0 {
+		var ts []string
+		for _, t := range taints {
+			s := t.Key
+			if t.Value != "" {
+				s += "=" + t.Value
+			}
+			ts = append(ts, s+":"+string(t.Effect))
+		}
+		args = append(args, "--register-with-taints="+strings.Join(ts, ","))
+	}
+	return "#!/bin/bash\nset -euo pipefail\nexec " + strings.Join(args, " ") + "\n"
+}
+
 // AddFlexibleSet makes a scale set of Flexible orchestration.
 func (c *Cloud) AddFlexibleSet(name, size string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sets[strings.ToLower(name)] = &scaleSet{name: name, location: "westeurope", size: size, flexible: true, vms: map[string]*vm{}}
+	c.sets[strings.ToLower(name)] = &scaleSet{name: name, location: "westeurope", size: size, flexible: true,
+		upgrade: armcompute.UpgradeModeManual, model: newModel(Model{}), vms: map[string]*vm{}}
 }
 
 // AddInstance adds an instance to the set as its own scaling would (or a
@@ -123,7 +238,7 @@ func (c *Cloud) AddInstance(set string) {
 
 func (s *scaleSet) add(state string, now time.Time) *vm {
 	v := &vm{id: strconv.Itoa(s.next), vmID: fmt.Sprintf("00000000-0000-4000-8000-%012d", vmIDs.Add(1)),
-		state: state, zone: strconv.Itoa(s.next%3 + 1), created: now}
+		state: state, zone: strconv.Itoa(s.next%3 + 1), created: now, model: s.model}
 	s.next++
 	s.vms[v.id] = v
 	return v
@@ -185,25 +300,78 @@ func (c *Cloud) armID(s *scaleSet, id string) string {
 	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s/virtualMachines/%s", Subscription, ResourceGroup, s.name, id)
 }
 
-func (c *Cloud) setModel(s *scaleSet) armcompute.VirtualMachineScaleSet {
+// setModel is the set as GET answers it; its userData only when asked for
+// with $expand=userData
+// (https://learn.microsoft.com/rest/api/compute/virtual-machine-scale-sets/get#expandtypesforgetvmscalesets).
+func (c *Cloud) setModel(s *scaleSet, userData bool) armcompute.VirtualMachineScaleSet {
 	mode := armcompute.OrchestrationModeUniform
 	if s.flexible {
 		mode = armcompute.OrchestrationModeFlexible
 	}
+	profile := &armcompute.VirtualMachineScaleSetVMProfile{
+		StorageProfile: &armcompute.VirtualMachineScaleSetStorageProfile{ImageReference: imageReference(s.model.image, false)}}
+	if userData {
+		profile.UserData = to.Ptr(s.model.userData)
+	}
 	return armcompute.VirtualMachineScaleSet{
 		Name: to.Ptr(s.name), Location: to.Ptr(s.location),
-		SKU:        &armcompute.SKU{Name: to.Ptr(s.size), Tier: to.Ptr("Standard"), Capacity: to.Ptr(int64(len(s.vms)))},
-		Properties: &armcompute.VirtualMachineScaleSetProperties{OrchestrationMode: &mode},
+		SKU: &armcompute.SKU{Name: to.Ptr(s.size), Tier: to.Ptr("Standard"), Capacity: to.Ptr(int64(len(s.vms)))},
+		Properties: &armcompute.VirtualMachineScaleSetProperties{OrchestrationMode: &mode,
+			UpgradePolicy: &armcompute.UpgradePolicy{Mode: to.Ptr(s.upgrade)}, VirtualMachineProfile: profile},
 	}
 }
 
+// vmModel is the instance as GET and List answer it: its storageProfile is
+// the model it was made from, with a platform image's exactVersion
+// (https://learn.microsoft.com/rest/api/compute/virtual-machine-scale-set-vms/get).
 func (c *Cloud) vmModel(s *scaleSet, v *vm) armcompute.VirtualMachineScaleSetVM {
 	return armcompute.VirtualMachineScaleSetVM{
 		ID: to.Ptr(c.armID(s, v.id)), InstanceID: to.Ptr(v.id), Name: to.Ptr(s.name + "_" + v.id),
 		Location: to.Ptr(s.location), Zones: []*string{to.Ptr(v.zone)},
-		SKU:        &armcompute.SKU{Name: to.Ptr(s.size), Tier: to.Ptr("Standard")},
-		Properties: &armcompute.VirtualMachineScaleSetVMProperties{ProvisioningState: to.Ptr(v.state), TimeCreated: to.Ptr(v.created), VMID: to.Ptr(v.vmID)},
+		SKU: &armcompute.SKU{Name: to.Ptr(s.size), Tier: to.Ptr("Standard")},
+		Properties: &armcompute.VirtualMachineScaleSetVMProperties{ProvisioningState: to.Ptr(v.state), TimeCreated: to.Ptr(v.created), VMID: to.Ptr(v.vmID),
+			LatestModelApplied: to.Ptr(v.model == s.model),
+			StorageProfile:     &armcompute.StorageProfile{ImageReference: imageReference(v.model.image, true)}},
 	}
+}
+
+func imageReference(image map[string]string, instance bool) *armcompute.ImageReference {
+	get := func(k string) *string {
+		if v, ok := image[k]; ok {
+			return to.Ptr(v)
+		}
+		return nil
+	}
+	r := &armcompute.ImageReference{ID: get("id"), Publisher: get("publisher"), Offer: get("offer"), SKU: get("sku"), Version: get("version"),
+		SharedGalleryImageID: get("sharedGalleryImageId"), CommunityGalleryImageID: get("communityGalleryImageId")}
+	if instance && r.Version != nil {
+		// exactVersion "differs from version only if the value specified
+		// in version field is latest" (ImageReference, REST reference).
+		r.ExactVersion = to.Ptr(*r.Version)
+		if strings.EqualFold(*r.Version, "latest") {
+			r.ExactVersion = to.Ptr(LatestPlatformVersion)
+		}
+	}
+	return r
+}
+
+// validImage says whether Azure takes the imageReference: a resource ID
+// (or a shared or community gallery's unique ID), or a platform image's
+// publisher, offer, sku and version, not both.
+func validImage(image map[string]string) bool {
+	ids := 0
+	for _, k := range []string{"id", "sharedGalleryImageId", "communityGalleryImageId"} {
+		if image[k] != "" {
+			ids++
+		}
+	}
+	urn := 0
+	for _, k := range []string{"publisher", "offer", "sku", "version"} {
+		if image[k] != "" {
+			urn++
+		}
+	}
+	return ids == 1 && urn == 0 || ids == 0 && urn == 4
 }
 
 // set finds the scale set, or answers 404 as Azure does.
@@ -219,11 +387,12 @@ func (c *Cloud) set(rg, name string, errResp *azfake.ErrorResponder) *scaleSet {
 func (c *Cloud) servers() *fake.ServerFactory {
 	return &fake.ServerFactory{
 		VirtualMachineScaleSetsServer: fake.VirtualMachineScaleSetsServer{
-			Get: func(_ context.Context, rg, name string, _ *armcompute.VirtualMachineScaleSetsClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachineScaleSetsClientGetResponse], errResp azfake.ErrorResponder) {
+			Get: func(_ context.Context, rg, name string, o *armcompute.VirtualMachineScaleSetsClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachineScaleSetsClientGetResponse], errResp azfake.ErrorResponder) {
 				c.mu.Lock()
 				defer c.mu.Unlock()
+				userData := o != nil && o.Expand != nil && *o.Expand == armcompute.ExpandTypesForGetVMScaleSetsUserData
 				if s := c.set(rg, name, &errResp); s != nil {
-					resp.SetResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientGetResponse{VirtualMachineScaleSet: c.setModel(s)}, nil)
+					resp.SetResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientGetResponse{VirtualMachineScaleSet: c.setModel(s, userData)}, nil)
 				}
 				return
 			},
@@ -270,30 +439,56 @@ func (c *Cloud) servers() *fake.ServerFactory {
 	}
 }
 
-func (c *Cloud) update(_ context.Context, rg, name string, params armcompute.VirtualMachineScaleSetUpdate, _ *armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateResponse], errResp azfake.ErrorResponder) {
+// update is the PATCH of a set
+// (https://learn.microsoft.com/rest/api/compute/virtual-machine-scale-sets/update):
+// a JSON merge patch of its model (an imageReference's field sent as null
+// is removed) and of its sku.capacity. A model change applies to the
+// instances made after it, in the same PATCH too.
+func (c *Cloud) update(ctx context.Context, rg, name string, params armcompute.VirtualMachineScaleSetUpdate, _ *armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateResponse], errResp azfake.ErrorResponder) {
 	c.mu.Lock()
 	s := c.set(rg, name, &errResp)
 	if s == nil {
 		c.mu.Unlock()
 		return
 	}
-	if params.SKU == nil || params.SKU.Capacity == nil || *params.SKU.Capacity < int64(len(s.vms)) {
+	var capacity *int64
+	if params.SKU != nil {
+		capacity = params.SKU.Capacity
+	}
+	next, changed := *s.model, false
+	if patch, ok := ctx.Value(imagePatchKey{}).(map[string]*string); ok {
+		next.image, changed = maps.Clone(s.model.image), true
+		for k, v := range patch {
+			if v == nil {
+				delete(next.image, k)
+			} else {
+				next.image[k] = *v
+			}
+		}
+	}
+	if p := params.Properties; p != nil && p.VirtualMachineProfile != nil && p.VirtualMachineProfile.UserData != nil {
+		next.userData, changed = *p.VirtualMachineProfile.UserData, true
+	}
+	if capacity != nil && *capacity < int64(len(s.vms)) || changed && !validImage(next.image) {
 		c.mu.Unlock()
 		errResp.SetResponseError(http.StatusBadRequest, "InvalidParameter")
 		return
 	}
+	if changed {
+		s.model = &next
+	}
 	failure := ""
-	if len(c.FailScaleOut) > 0 {
+	if capacity != nil && len(c.FailScaleOut) > 0 {
 		failure, c.FailScaleOut = c.FailScaleOut[0], c.FailScaleOut[1:]
 	}
 	state := "Succeeded"
 	if failure != "" {
 		state = "Failed"
 	}
-	for int64(len(s.vms)) < *params.SKU.Capacity {
+	for capacity != nil && int64(len(s.vms)) < *capacity {
 		s.add(state, c.clock.Now())
 	}
-	model := c.setModel(s)
+	model := c.setModel(s, false)
 	hook := c.AfterScaleOut
 	c.mu.Unlock()
 	if hook != nil {
@@ -348,7 +543,46 @@ func (c *Cloud) Transport() policy.Transporter {
 	return &transport{c: c, next: fake.NewServerFactoryTransport(c.servers())}
 }
 
+// imagePatchKey holds, in a PATCH's context, the imageReference's fields as
+// sent, null ones too (the fakes' typed parameters cannot tell a null from
+// an absent field).
+type imagePatchKey struct{}
+
+var setPath = regexp.MustCompile(`(?i)/providers/Microsoft\.Compute/virtualMachineScaleSets/[^/]+$`)
+
+// withImagePatch puts a PATCH's imageReference in its context.
+func withImagePatch(req *http.Request) (*http.Request, error) {
+	if req.Method != http.MethodPatch || !setPath.MatchString(req.URL.Path) || req.Body == nil {
+		return req, nil
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	var patch struct {
+		Properties struct {
+			VirtualMachineProfile struct {
+				StorageProfile struct {
+					ImageReference map[string]*string `json:"imageReference"`
+				} `json:"storageProfile"`
+			} `json:"virtualMachineProfile"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(body, &patch); err != nil {
+		return req, nil // the fakes answer it
+	}
+	if ref := patch.Properties.VirtualMachineProfile.StorageProfile.ImageReference; ref != nil {
+		req = req.WithContext(context.WithValue(req.Context(), imagePatchKey{}, ref))
+	}
+	return req, nil
+}
+
 func (t *transport) Do(req *http.Request) (*http.Response, error) {
+	req, err := withImagePatch(req)
+	if err != nil {
+		return nil, err
+	}
 	t.c.mu.Lock()
 	r := Request{At: t.c.clock.Now(), Method: req.Method, Path: req.URL.Path}
 	if t.c.throttled > 0 {
@@ -385,13 +619,22 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	t.c.mu.Lock()
 	r.Status = resp.StatusCode
 	t.c.log = append(t.c.log, r)
-	hook := t.c.Answered
+	hook, drop := t.c.Answered, t.c.DropAnswer
 	t.c.mu.Unlock()
+	if drop != nil && drop(r) {
+		t.c.mu.Lock()
+		t.next = fake.NewServerFactoryTransport(t.c.servers()) // Azure's operation goes on; the caller asks anew
+		t.c.mu.Unlock()
+		return nil, errDropped
+	}
 	if hook != nil {
 		hook(r)
 	}
 	return resp, err
 }
+
+// errDropped is a lost answer, as a reset connection is.
+var errDropped = errors.New("read: connection reset by peer")
 
 // Throttle makes the next n requests answer 429 with Retry-After seconds.
 func (c *Cloud) Throttle(n, seconds int) {
