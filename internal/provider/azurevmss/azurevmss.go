@@ -22,6 +22,13 @@
 // refused a new image. (AKS does not expect its node pools' sets to be
 // changed under it, and its next operation on the node pool may write its
 // own model back.)
+//
+// The provider never writes the model's kubelet flags either: the
+// sluice.dev/unregistered taint a new instance's Node should register with
+// is the user's to put in the model's user data (an AKS node pool's
+// --node-initialization-taints), since a model's customData cannot be read
+// back from Azure and an AKS node pool's set is AKS's.
+// RegistersUnregisteredTaint says whether a model's user data does.
 package azurevmss
 
 import (

@@ -642,3 +642,71 @@ func (c *Cloud) Throttle(n, seconds int) {
 	defer c.mu.Unlock()
 	c.throttled, c.retryAfter = n, seconds
 }
+
+// Kubelet is what the kubelet of the set's instance registers its Node
+// with: the labels and taints the user data of the model the instance was
+// made from passes it (--node-labels, --register-with-taints), not the
+// set's model now, and never a NodePool's. ok is false for an unknown
+// instance or flags a kubelet would refuse to start with. (A kubelet adds
+// its own well-known labels, and cloud-node-manager the zone's; those are
+// not the model's.)
+func (c *Cloud) Kubelet(set, instanceID string) (labels map[string]string, taints []corev1.Taint, ok bool) {
+	c.mu.Lock()
+	s, found := c.sets[strings.ToLower(set)]
+	var m *model
+	if found && s.vms[instanceID] != nil {
+		m = s.vms[instanceID].model
+	}
+	c.mu.Unlock()
+	if m == nil {
+		return nil, nil, false
+	}
+	text, err := base64.StdEncoding.DecodeString(m.userData)
+	if err != nil {
+		return nil, nil, false // Azure takes user data in base64 only
+	}
+	return kubeletFlags(string(text))
+}
+
+// kubeletFlags reads the kubelet's --node-labels and --register-with-taints
+// from a boot script, as the kubelet parses them: labels key=value,
+// taints key[=value]:Effect, each list comma-separated; a flag given
+// twice adds to the first.
+func kubeletFlags(script string) (map[string]string, []corev1.Taint, bool) {
+	words := strings.FieldsFunc(script, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '"' || r == '\'' })
+	labels := map[string]string{}
+	var taints []corev1.Taint
+	for i, w := range words {
+		name, value, hasValue := strings.Cut(w, "=")
+		if name != "--node-labels" && name != "--register-with-taints" {
+			continue
+		}
+		if !hasValue && i+1 < len(words) {
+			value = words[i+1]
+		}
+		for _, item := range strings.Split(value, ",") {
+			if item == "" {
+				continue
+			}
+			if name == "--node-labels" {
+				k, v, found := strings.Cut(item, "=")
+				if !found || k == "" {
+					return nil, nil, false
+				}
+				labels[k] = v
+				continue
+			}
+			kv, effect, found := strings.Cut(item, ":")
+			k, v, _ := strings.Cut(kv, "=")
+			switch e := corev1.TaintEffect(effect); {
+			case !found || k == "":
+				return nil, nil, false
+			case e == corev1.TaintEffectNoSchedule, e == corev1.TaintEffectPreferNoSchedule, e == corev1.TaintEffectNoExecute:
+				taints = append(taints, corev1.Taint{Key: k, Value: v, Effect: e})
+			default:
+				return nil, nil, false
+			}
+		}
+	}
+	return labels, taints, true
+}
