@@ -18,9 +18,11 @@ package awsasg
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +50,7 @@ type EC2 interface {
 	RunInstances(context.Context, *ec2.RunInstancesInput, ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	DescribeLaunchTemplateVersions(context.Context, *ec2.DescribeLaunchTemplateVersionsInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error)
 }
 
 // AutoScaling is the part of the Auto Scaling API the provider calls
@@ -194,6 +197,10 @@ func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string
 		return nil, &provider.Error{Code: provider.CodeInvalidTemplate,
 			Message: fmt.Sprintf("Auto Scaling group %s has no launch template (launch configurations are not supported)", g.Name)}
 	}
+	version, err := p.templateVersion(ctx, lt)
+	if err != nil {
+		return nil, err
+	}
 	in := &ec2.RunInstancesInput{
 		MinCount:    aws.Int32(1),
 		MaxCount:    aws.Int32(1),
@@ -209,6 +216,16 @@ func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string
 	}
 	if lt.LaunchTemplateId != nil {
 		in.LaunchTemplate.LaunchTemplateName = nil // EC2 takes one of the two
+	}
+	if version.VersionNumber != nil { // the version whose user data is read
+		in.LaunchTemplate.Version = aws.String(strconv.FormatInt(*version.VersionNumber, 10))
+	}
+	if version.LaunchTemplateData != nil && version.LaunchTemplateData.UserData != nil {
+		if ud, err := base64.StdEncoding.DecodeString(*version.LaunchTemplateData.UserData); err == nil {
+			if tainted, ok := withUnregisteredTaint(string(ud)); ok {
+				in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(tainted)))
+			}
+		}
 	}
 	if g.InstanceType != "" {
 		in.InstanceType = ec2types.InstanceType(g.InstanceType)
@@ -251,6 +268,27 @@ func (p *Provider) settle(ctx context.Context, inst *ec2types.Instance) (*provid
 // tagGroupName is the tag Auto Scaling puts on every instance of a group,
 // the ones attached to it included.
 const tagGroupName = "aws:autoscaling:groupName"
+
+// templateVersion reads the version of the launch template a group names
+// ($Default when it names none), for its user data.
+func (p *Provider) templateVersion(ctx context.Context, lt *astypes.LaunchTemplateSpecification) (*ec2types.LaunchTemplateVersion, error) {
+	in := &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lt.LaunchTemplateId, Versions: []string{"$Default"}}
+	if lt.LaunchTemplateId == nil {
+		in.LaunchTemplateName = lt.LaunchTemplateName
+	}
+	if v := aws.ToString(lt.Version); v != "" {
+		in.Versions = []string{v}
+	}
+	what := aws.ToString(lt.LaunchTemplateId) + aws.ToString(in.LaunchTemplateName)
+	out, err := p.ec2.DescribeLaunchTemplateVersions(ctx, in)
+	if err != nil {
+		return nil, refusal(fmt.Sprintf("reading launch template %s version %s", what, in.Versions[0]), err)
+	}
+	if len(out.LaunchTemplateVersions) == 0 {
+		return nil, &provider.Error{Code: provider.CodeInvalidTemplate, Message: fmt.Sprintf("launch template %s has no version %s", what, in.Versions[0])}
+	}
+	return &out.LaunchTemplateVersions[0], nil
+}
 
 // attach puts the instance in the group it was launched for, when it is
 // running and in no group yet, and says whether it is in its group. Auto
