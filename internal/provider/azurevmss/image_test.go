@@ -1,6 +1,7 @@
 package azurevmss_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -197,4 +198,60 @@ func TestCheckImage(t *testing.T) {
 func nodeOf(id string) *corev1.Node {
 	return &corev1.Node{Spec: corev1.NodeSpec{ProviderID: "azure:///subscriptions/" + azuretest.Subscription +
 		"/resourceGroups/mc_rg_aks_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-web-vmss/virtualMachines/" + id}}
+}
+
+// Azure changes the model but its answer is lost (a reset connection):
+// Create fails retryably with nothing claimed and no instance added, and
+// asking again finds the model changed, changes it no more, and makes one
+// instance. With the SDK's retries, the repeated PATCH asks for what is
+// already there and the one Create succeeds.
+func TestALostAnswerOfTheModelChangeNeitherLeaksNorDoubles(t *testing.T) {
+	for _, retries := range []int32{-1, 3} { // -1: none (0 is the SDK's default, 3)
+		t.Run(fmt.Sprintf("%d retries", max(retries, 0)), func(t *testing.T) {
+			w := newWorld()
+			w.cloud.AddSetWithModel("aks-web-vmss", "Standard_D4s_v5", 2, azuretest.Model{
+				Image: urn("Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2", "22.04.202410020")})
+			dropped := 0
+			w.cloud.DropAnswer = func(r azuretest.Request) bool {
+				if r.Method == http.MethodPatch && dropped == 0 {
+					dropped++
+					return true
+				}
+				return false
+			}
+			p := w.provider(retries)
+			np := withImage(pool("web", "aks-web-vmss"), jammyNew)
+
+			m, err := p.Create(ctx(t), np, "web-a1b2c")
+			if retries < 0 {
+				if _, refused := provider.AsError(err); err == nil || refused {
+					t.Fatalf("create with the answer lost = %+v, %v; want an error that is not a refusal (asked again)", m, err)
+				}
+				if c, err := w.claims.Get(ctx(t), "web-a1b2c"); err != nil || c != nil {
+					t.Errorf("claim after the lost answer = %+v, %v; want none: nothing was asked for", c, err)
+				}
+				if n := len(w.cloud.Instances("aks-web-vmss")); n != 2 {
+					t.Errorf("%d instances after the lost answer, want 2", n)
+				}
+				m, err = p.Create(ctx(t), np, "web-a1b2c")
+			}
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			if m.Image != jammyNew || instance(t, m) != "2" {
+				t.Errorf("machine = instance %s on %q, want instance 2 on %s", instance(t, m), m.Image, jammyNew)
+			}
+			if n := len(w.cloud.Instances("aks-web-vmss")); n != 3 {
+				t.Errorf("%d instances, want 3", n)
+			}
+			// The model's PATCH (its answer lost; again by the SDK's retry)
+			// and one scale-out.
+			if n, want := w.cloud.Count(http.MethodPatch, "aks-web-vmss"), 2+min(retries+1, 1); n != int(want) {
+				t.Errorf("%d PATCHes, want %d: the model's (its answer lost, retried by the SDK if it may) and one scale-out", n, want)
+			}
+			if claims, err := w.claims.List(ctx(t)); err != nil || len(claims) != 1 || claims[0].InstanceID != "2" {
+				t.Errorf("claims = %+v, %v; want the one machine's, of instance 2", claims, err)
+			}
+		})
+	}
 }
