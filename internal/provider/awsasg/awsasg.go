@@ -18,7 +18,9 @@ package awsasg
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
@@ -204,7 +206,7 @@ func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string
 	in := &ec2.RunInstancesInput{
 		MinCount:    aws.Int32(1),
 		MaxCount:    aws.Int32(1),
-		ClientToken: aws.String(name),
+		ClientToken: aws.String(clientToken(name)),
 		LaunchTemplate: &ec2types.LaunchTemplateSpecification{
 			LaunchTemplateId: lt.LaunchTemplateId, LaunchTemplateName: lt.LaunchTemplateName, Version: lt.Version,
 		},
@@ -268,6 +270,22 @@ func (p *Provider) settle(ctx context.Context, inst *ec2types.Instance) (*provid
 // tagGroupName is the tag Auto Scaling puts on every instance of a group,
 // the ones attached to it included.
 const tagGroupName = "aws:autoscaling:groupName"
+
+// maxClientToken is the longest ClientToken EC2 takes: "Constraints:
+// Maximum 64 ASCII characters" (RunInstances, API reference).
+const maxClientToken = 64
+
+// clientToken is the launch's idempotency token, one per machine name: the
+// name when it fits, else the name's beginning and a hash of all of it,
+// which keeps two long names of one pool apart.
+func clientToken(name string) string {
+	if len(name) <= maxClientToken {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	const hashLen = 16
+	return name[:maxClientToken-hashLen-1] + "-" + hex.EncodeToString(sum[:])[:hashLen]
+}
 
 // templateVersion reads the version of the launch template a group names
 // ($Default when it names none), for its user data.
