@@ -377,7 +377,7 @@ func createSampleBatchPool(ctx context.Context, kubeconfig string, client kubern
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	machines := kwok.New(client, clock.RealClock{}, kwok.Options{})
+	machines := kwok.New(client, clock.RealClock{}, kwok.Options{Registered: true}) // the pool as a controller left it
 	go func() { _ = machines.Run(runCtx) }()
 	for range count {
 		if _, err := machines.Create(ctx, pool, ""); err != nil {

@@ -289,7 +289,7 @@ func makePool(b *testing.B, sb *sandbox.Sandbox, clientset kubernetes.Interface,
 	if err := kube.Create(ctx, pool); err != nil {
 		b.Fatalf("creating pool %s: %v", pool.Name, err)
 	}
-	p := kwok.New(clientset, clock.RealClock{}, kwok.Options{})
+	p := kwok.New(clientset, clock.RealClock{}, kwok.Options{Registered: true})
 	go func() { _ = p.Run(ctx) }()
 	fast := pool.DeepCopy()
 	fast.Spec.Provider.Kwok.BootDelay = &metav1.Duration{}

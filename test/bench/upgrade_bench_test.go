@@ -212,7 +212,7 @@ func scriptedUpgrade(b *testing.B, clientset kubernetes.Interface, kube client.C
 			b.Fatal(err)
 		}
 	}
-	p := kwok.New(clientset, clock.RealClock{}, kwok.Options{})
+	p := kwok.New(clientset, clock.RealClock{}, kwok.Options{Registered: true}) // no controller registers them for kubectl
 	go func() { _ = p.Run(ctx) }()
 	next := pool.DeepCopy()
 	next.Spec.Template.Image = image

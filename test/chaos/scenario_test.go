@@ -241,7 +241,7 @@ func (s *scene) makeNodes(n int) []string {
 	t := s.t
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	p := kwok.New(s.env.Client, clock.RealClock{}, kwok.Options{})
+	p := kwok.New(s.env.Client, clock.RealClock{}, kwok.Options{Registered: true})
 	go func() { _ = p.Run(ctx) }()
 	fast := s.pool.DeepCopy()
 	fast.Spec.Provider.Kwok.BootDelay = &metav1.Duration{}

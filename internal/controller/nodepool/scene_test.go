@@ -146,8 +146,12 @@ func newScene(t *testing.T, size int, edit func(*v1alpha1.NodePool)) *scene {
 		t.Fatalf("creating node pool: %v", err)
 	}
 	t.Cleanup(func() { s.cleanup() })
+	// The pool's first nodes, as a controller that ran before left them
+	// (registered); the controller's provider finds them from their Nodes.
+	first := kwok.New(env.Client, clock.RealClock{}, kwok.Options{NodeNames: kopts.NodeNames, Registered: true})
+	go func() { _ = first.Run(ctx) }() // it lifts their startup taints too
 	for range size {
-		if _, err := s.machines.CreateMachine(context.Background(), pool, ""); err != nil {
+		if _, err := first.Create(context.Background(), pool, ""); err != nil {
 			t.Fatalf("making the pool's nodes: %v", err)
 		}
 	}

@@ -105,7 +105,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return false
 		}
 		_, done := n.Annotations[contract.AnnotationRegistered]
-		return Tainted(n) || !done
+		return provider.Tainted(n) || !done
 	}
 	changed := predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool { return waiting(e.Object) },
@@ -115,7 +115,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			if !okO || !okN || !waiting(n) {
 				return false
 			}
-			return Tainted(o) != Tainted(n) || o.Spec.ProviderID != n.Spec.ProviderID ||
+			return provider.Tainted(o) != provider.Tainted(n) || o.Spec.ProviderID != n.Spec.ProviderID ||
 				o.Annotations[contract.AnnotationMachine] != n.Annotations[contract.AnnotationMachine] ||
 				o.Labels[contract.LabelNodePool] != n.Labels[contract.LabelNodePool]
 		},
@@ -139,8 +139,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !n.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	_, registered := Registered(n)
-	tainted := Tainted(n)
+	_, registered := provider.Registered(n)
+	tainted := provider.Tainted(n)
 	if !tainted && registered {
 		return reconcile.Result{}, nil
 	}
@@ -175,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // register patches the node with its pool's template and reports it.
 func (r *Reconciler) register(ctx context.Context, cached *corev1.Node, pool *v1alpha1.NodePool, image string) error {
 	n := cached.DeepCopy()
-	a := Apply(n, pool, image, r.clock.Now())
+	a := provider.Apply(n, pool, image, r.clock.Now())
 	what := describe(a)
 	if r.opts.DryRun {
 		r.opts.Recorder.Eventf(cached, corev1.EventTypeNormal, "WouldRegister", "dry run: would give this node pool %s's template (%s)", pool.Name, what)
@@ -203,7 +203,7 @@ func (r *Reconciler) register(ctx context.Context, cached *corev1.Node, pool *v1
 	return nil
 }
 
-func describe(a Applied) string {
+func describe(a provider.Applied) string {
 	parts := []string{fmt.Sprintf("%d labels", len(a.Labels))}
 	if len(a.Taints) > 0 {
 		parts = append(parts, "taints "+strings.Join(a.Taints, ", "))

@@ -63,6 +63,12 @@ type Options struct {
 	// Naming them as a cloud's kubelet does (ip-10-0-3-7…) makes the
 	// controller find its replacements by providerID, as on AWS and Azure.
 	NodeNames func(machine string) string
+	// Registered makes Nodes as a controller leaves them once it has
+	// registered them (provider.Apply: the pool's template given, the
+	// unregistered taint lifted). It is for making a pool's existing nodes
+	// before any controller runs (a sandbox, a test's or a benchmark's
+	// starting fleet); the controller's own provider never sets it.
+	Registered bool
 }
 
 // DefaultStartupTaintsLifted is Options.StartupTaintsLifted's default.
@@ -217,6 +223,9 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 	}
 	// The pool may be a shared cache's object, and change before the boot.
 	m.node = &nodeSpec{machine: m.Machine, nodeName: p.nodeName(name), template: template.DeepCopy(), typ: typ}
+	if p.opts.Registered {
+		m.node.registered = pool.DeepCopy()
+	}
 	if failure != v1alpha1.KwokFailureNeverJoins {
 		m.due = now.Add(bootDelay)
 	}

@@ -37,6 +37,9 @@ type nodeSpec struct {
 	nodeName string
 	template *v1alpha1.NodeTemplate
 	typ      catalog.Type
+	// registered, when set, is the pool the Node is registered to already
+	// (Options.Registered).
+	registered *v1alpha1.NodePool
 }
 
 // build returns the Node the machine's kubelet registers: the template's
@@ -76,7 +79,7 @@ func (s *nodeSpec) build() *corev1.Node {
 	if s.typ.Cloud == catalog.AWS {
 		osImage = "Amazon Linux 2023.8.20260801"
 	}
-	return &corev1.Node{
+	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   s.nodeName,
 			Labels: nodeLabels,
@@ -101,6 +104,10 @@ func (s *nodeSpec) build() *corev1.Node {
 			},
 		},
 	}
+	if s.registered != nil {
+		provider.Apply(n, s.registered, "", m.Created)
+	}
+	return n
 }
 
 // machineOf reads a registered machine back from its Node, and says whether

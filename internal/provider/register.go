@@ -1,4 +1,4 @@
-package registration
+package provider
 
 import (
 	"encoding/json"
