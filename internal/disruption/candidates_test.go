@@ -2,6 +2,7 @@ package disruption_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/registry"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
@@ -76,6 +79,13 @@ func TestCandidates(t *testing.T) {
 // An image a pool's provider cannot set is reported, never acted on: the
 // replacement would boot the same image and be drifted at birth.
 func TestAnImageTheProviderCannotSetIsLeftAlone(t *testing.T) {
+	// Every provider sluice has sets images; one that cannot (an AKS agent
+	// pool, whose node image is AKS's) is registered for the test.
+	const noImages v1alpha1.ProviderName = "test-no-images"
+	all := registry.All
+	registry.All = append(slices.Clone(all), provider.Registration{Name: noImages,
+		Images: provider.Images{Unsupported: "the test's provider boots what its cloud chooses"}})
+	t.Cleanup(func() { registry.All = all })
 	newImage := &v1alpha1.NodeTemplate{Image: "ami-new", Labels: map[string]string{"team": "ml"}}
 	old := func(name string, opts ...nodeOpt) *corev1.Node {
 		return node(name, append(opts, annotate(contract.AnnotationImage, "ami-old"))...)
@@ -88,9 +98,10 @@ func TestAnImageTheProviderCannotSetIsLeftAlone(t *testing.T) {
 		left     bool     // the image difference is marked left alone
 	}{
 		{"kwok sets images", v1alpha1.ProviderKwok, []*corev1.Node{old("a", label("team", "ml"))}, []string{"a"}, false},
-		{"aws-asg does not", v1alpha1.ProviderAWSASG, []*corev1.Node{old("a", label("team", "ml"))}, nil, true},
-		{"azure-vmss does not", v1alpha1.ProviderAzureVMSS, []*corev1.Node{old("a", label("team", "ml"))}, nil, true},
-		{"another difference still counts", v1alpha1.ProviderAWSASG, []*corev1.Node{old("a", label("team", "web"))}, []string{"a"}, true},
+		{"aws-asg sets images", v1alpha1.ProviderAWSASG, []*corev1.Node{old("a", label("team", "ml"))}, []string{"a"}, false},
+		{"azure-vmss sets images", v1alpha1.ProviderAzureVMSS, []*corev1.Node{old("a", label("team", "ml"))}, []string{"a"}, false},
+		{"a provider that cannot", noImages, []*corev1.Node{old("a", label("team", "ml"))}, nil, true},
+		{"another difference still counts", noImages, []*corev1.Node{old("a", label("team", "web"))}, []string{"a"}, true},
 		{"no provider: reported as it is", "", []*corev1.Node{old("a", label("team", "ml"))}, []string{"a"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package disruption
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -157,10 +158,29 @@ func instanceTypeDrift(node *corev1.Node, t *v1alpha1.NodeTemplate) []Difference
 
 func imageDrift(node *corev1.Node, t *v1alpha1.NodeTemplate) []Difference {
 	got := nodeImage(node)
-	if t.Image == "" || got == "" || got == t.Image {
+	if t.Image == "" || got == "" || sameImage(t.Image, got) {
 		return nil
 	}
 	return []Difference{{Field: "image", Want: t.Image, Got: got}}
+}
+
+// galleryImageVersion is an Azure Compute Gallery image version's ID, the
+// form azure-vmss takes an AKS node image in.
+var galleryImageVersion = regexp.MustCompile(`(?i)^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/galleries/([^/]+)/images/([^/]+)/versions/([^/]+)$`)
+
+// sameImage says whether a node whose image is got runs the template's
+// image want: the same name (Azure resource IDs in any case), or an AKS
+// node's kubernetes.azure.com/node-image-version label
+// (<gallery>-<image>-<version>, e.g. AKSUbuntu-2204gen2containerd-202411.12.0)
+// naming the gallery image version want is the ID of.
+func sameImage(want, got string) bool {
+	if got == want || strings.HasPrefix(want, "/") && strings.EqualFold(got, want) {
+		return true
+	}
+	if m := galleryImageVersion.FindStringSubmatch(want); m != nil {
+		return got == m[1]+"-"+m[2]+"-"+m[3]
+	}
+	return false
 }
 
 // nodeImage is the image the node runs, "" when it does not say: the

@@ -2,6 +2,7 @@ package disruption_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,7 @@ func TestDrift(t *testing.T) {
 		annotate(disruption.AnnotationTemplateHash, "h1")}
 	with := func(opts ...nodeOpt) []nodeOpt { return append(append([]nodeOpt{}, asTemplate...), opts...) }
 	imageOnly := &v1alpha1.NodeTemplate{Image: "AKSUbuntu-2204gen2containerd-202411.12.0"}
+	galleryImage := &v1alpha1.NodeTemplate{Image: "/subscriptions/109a5e88-712a-48ae-9078-9ca8b3c81345/resourceGroups/AKS-Ubuntu/providers/Microsoft.Compute/galleries/AKSUbuntu/images/2204gen2containerd/versions/202411.12.0"}
 	spot := &v1alpha1.NodeTemplate{Capacity: v1alpha1.CapacitySpot}
 	onDemand := &v1alpha1.NodeTemplate{Capacity: v1alpha1.CapacityOnDemand}
 
@@ -81,6 +83,10 @@ func TestDrift(t *testing.T) {
 		{"image via AKS label", imageOnly, []nodeOpt{label(aksImage, "AKSUbuntu-2204gen2containerd-202410.15.0")}, "",
 			[]disruption.Difference{{Field: "image", Want: "AKSUbuntu-2204gen2containerd-202411.12.0", Got: "AKSUbuntu-2204gen2containerd-202410.15.0"}}},
 		{"image via AKS label, same", imageOnly, []nodeOpt{label(aksImage, "AKSUbuntu-2204gen2containerd-202411.12.0")}, "", nil},
+		{"a gallery image version ID and the AKS label naming it", galleryImage, []nodeOpt{label(aksImage, "AKSUbuntu-2204gen2containerd-202411.12.0")}, "", nil},
+		{"a gallery image version ID and an older AKS label", galleryImage, []nodeOpt{label(aksImage, "AKSUbuntu-2204gen2containerd-202410.15.0")}, "",
+			[]disruption.Difference{{Field: "image", Want: galleryImage.Image, Got: "AKSUbuntu-2204gen2containerd-202410.15.0"}}},
+		{"Azure IDs in another case", galleryImage, []nodeOpt{annotate(disruption.AnnotationImage, strings.ToLower(galleryImage.Image))}, "", nil},
 		{"image via EKS label", &v1alpha1.NodeTemplate{Image: "ami-2"}, []nodeOpt{label(eksImage, "ami-1")}, "",
 			[]disruption.Difference{{Field: "image", Want: "ami-2", Got: "ami-1"}}},
 		{"image unknown", imageOnly, nil, "", nil},
