@@ -52,6 +52,7 @@ type EC2 interface {
 	RunInstances(context.Context, *ec2.RunInstancesInput, ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	DescribeSubnets(context.Context, *ec2.DescribeSubnetsInput, ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
 	DescribeLaunchTemplateVersions(context.Context, *ec2.DescribeLaunchTemplateVersionsInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error)
 }
 
@@ -64,8 +65,8 @@ type AutoScaling interface {
 	TerminateInstanceInAutoScalingGroup(context.Context, *autoscaling.TerminateInstanceInAutoScalingGroupInput, ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
 }
 
-// unavailableFor is how long an instance type the cloud had no capacity for
-// is passed over when a group is chosen (as Karpenter's ICE cache does).
+// unavailableFor is how long an instance type in a zone the cloud had no
+// capacity for is passed over (as Karpenter's ICE cache does).
 const unavailableFor = 3 * time.Minute
 
 // Provider makes a pool's machines in its Auto Scaling groups. Build it
@@ -76,7 +77,7 @@ type Provider struct {
 	clock clock.PassiveClock
 
 	mu          sync.Mutex
-	unavailable map[string]time.Time // instance type (or group, when it has none) -> until
+	unavailable map[string]time.Time // instance type/zone -> until
 }
 
 // New returns a provider calling the two APIs (clients built from the SDK's
@@ -113,48 +114,52 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 	return p.settle(ctx, inst)
 }
 
-// launch runs one instance from the first group that can take it.
+// launch runs one instance in the first of the pool's groups that can take
+// it, trying each group's offers in turn (see offers): a type and zone the
+// cloud had no capacity for is passed over for unavailableFor, and the next
+// offer is tried in the same call.
 func (p *Provider) launch(ctx context.Context, pool *v1alpha1.NodePool, name string) (*ec2types.Instance, error) {
 	var lastRefusal error
+	attempt := 0
 	for _, g := range p.candidates(pool) {
 		group, err := p.group(ctx, g.Name)
 		if err != nil {
 			return nil, err
 		}
-		inst, err := p.run(ctx, pool, name, g, group)
-		if err == nil {
-			return inst, nil
-		}
-		perr, ok := provider.AsError(err)
-		if !ok || perr.Code != provider.CodeInsufficientCapacity {
+		offers, err := p.offers(ctx, pool, g, group)
+		if err != nil {
 			return nil, err
 		}
-		p.markUnavailable(g)
-		lastRefusal = err
+		for _, o := range offers {
+			if p.unavailableNow(o.key) {
+				continue
+			}
+			inst, err := p.run(ctx, pool, name, attempt, g, o)
+			attempt++
+			if err == nil {
+				return inst, nil
+			}
+			if perr, ok := provider.AsError(err); !ok || perr.Code != provider.CodeInsufficientCapacity {
+				return nil, err
+			}
+			p.markUnavailable(o.key)
+			lastRefusal = err
+		}
 	}
 	if lastRefusal != nil {
 		return nil, lastRefusal
 	}
 	return nil, &provider.Error{Code: provider.CodeInsufficientCapacity, Retryable: true,
-		Message: "every Auto Scaling group of the pool had no capacity in the last " + unavailableFor.String()}
+		Message: "every instance type and zone of the pool's Auto Scaling groups had no capacity in the last " + unavailableFor.String()}
 }
 
-// candidates are the pool's groups whose instance type the template allows
-// and the cloud has not lately refused, in the pool's order.
+// candidates are the pool's groups whose instance type the template allows,
+// in the pool's order.
 func (p *Provider) candidates(pool *v1alpha1.NodePool) []v1alpha1.AutoScalingGroup {
-	var allowed []string
-	if pool.Spec.Template != nil {
-		allowed = pool.Spec.Template.InstanceTypes
-	}
-	now := p.clock.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	allowed := allowedTypes(pool)
 	var out []v1alpha1.AutoScalingGroup
 	for _, g := range pool.Spec.Provider.AWS.AutoScalingGroups {
 		if g.InstanceType != "" && len(allowed) > 0 && !slices.Contains(allowed, g.InstanceType) {
-			continue
-		}
-		if until, ok := p.unavailable[unavailableKey(g)]; ok && now.Before(until) {
 			continue
 		}
 		out = append(out, g)
@@ -162,17 +167,24 @@ func (p *Provider) candidates(pool *v1alpha1.NodePool) []v1alpha1.AutoScalingGro
 	return out
 }
 
-func unavailableKey(g v1alpha1.AutoScalingGroup) string {
-	if g.InstanceType != "" {
-		return g.InstanceType
+func allowedTypes(pool *v1alpha1.NodePool) []string {
+	if pool.Spec.Template == nil {
+		return nil
 	}
-	return "group/" + g.Name
+	return pool.Spec.Template.InstanceTypes
 }
 
-func (p *Provider) markUnavailable(g v1alpha1.AutoScalingGroup) {
+func (p *Provider) unavailableNow(key string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.unavailable[unavailableKey(g)] = p.clock.Now().Add(unavailableFor)
+	until, ok := p.unavailable[key]
+	return ok && p.clock.Now().Before(until)
+}
+
+func (p *Provider) markUnavailable(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unavailable[key] = p.clock.Now().Add(unavailableFor)
 }
 
 // group reads an Auto Scaling group.
@@ -187,26 +199,145 @@ func (p *Provider) group(ctx context.Context, name string) (*astypes.AutoScaling
 	return &out.AutoScalingGroups[0], nil
 }
 
-// run launches the instance from the group's launch template into the
-// group's first subnet (zone balance is the group's own rebalancing's job),
-// with the group's instance type when it names one.
-func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string, g v1alpha1.AutoScalingGroup, group *astypes.AutoScalingGroup) (*ec2types.Instance, error) {
-	lt := group.LaunchTemplate
-	if lt == nil && group.MixedInstancesPolicy != nil && group.MixedInstancesPolicy.LaunchTemplate != nil {
-		lt = group.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
+// offer is one way to launch a group's instance: a launch template's
+// version, an instance type ("" for the template's own) and a subnet.
+type offer struct {
+	template     *astypes.LaunchTemplateSpecification
+	version      *ec2types.LaunchTemplateVersion
+	instanceType string
+	subnet, zone string
+	key          string // in the unavailable map: instance type/zone
+}
+
+// offers are the ways to launch the group's instance, in the order to try
+// them: its instance types (the pool's group's own; else a mixed instances
+// policy's overrides, in their order, that the pool's template allows; else
+// the launch template's), each in its subnets from the zone with the fewest
+// of the group's instances to the most, which is the balance the group's
+// AZRebalance keeps (the group's own launches would go there too).
+func (p *Provider) offers(ctx context.Context, pool *v1alpha1.NodePool, g v1alpha1.AutoScalingGroup, group *astypes.AutoScalingGroup) ([]offer, error) {
+	base := group.LaunchTemplate
+	var overrides []astypes.LaunchTemplateOverrides
+	if mip := group.MixedInstancesPolicy; mip != nil && mip.LaunchTemplate != nil {
+		if base == nil {
+			base = mip.LaunchTemplate.LaunchTemplateSpecification
+		}
+		overrides = mip.LaunchTemplate.Overrides
 	}
-	if lt == nil {
+	if base == nil {
 		return nil, &provider.Error{Code: provider.CodeInvalidTemplate,
 			Message: fmt.Sprintf("Auto Scaling group %s has no launch template (launch configurations are not supported)", g.Name)}
 	}
-	version, err := p.templateVersion(ctx, lt)
+	type choice struct {
+		template     *astypes.LaunchTemplateSpecification
+		instanceType string
+	}
+	var choices []choice
+	switch allowed := allowedTypes(pool); {
+	case g.InstanceType != "":
+		choices = []choice{{base, g.InstanceType}}
+	case slices.ContainsFunc(overrides, func(o astypes.LaunchTemplateOverrides) bool { return o.InstanceType != nil }):
+		var listed []string
+		for _, o := range overrides {
+			t := aws.ToString(o.InstanceType)
+			if t == "" { // an override by instance requirements: EC2 Fleet's to choose
+				continue
+			}
+			listed = append(listed, t)
+			if len(allowed) > 0 && !slices.Contains(allowed, t) {
+				continue
+			}
+			lt := base
+			if o.LaunchTemplateSpecification != nil {
+				lt = o.LaunchTemplateSpecification
+			}
+			choices = append(choices, choice{lt, t})
+		}
+		if len(choices) == 0 {
+			return nil, &provider.Error{Code: provider.CodeInvalidTemplate, Message: fmt.Sprintf(
+				"none of Auto Scaling group %s's instance types (%s) is in the pool's template.instanceTypes (%s)", g.Name, strings.Join(listed, ", "), strings.Join(allowed, ", "))}
+		}
+	default:
+		choices = []choice{{base, ""}}
+	}
+	subnets, err := p.subnets(ctx, group)
 	if err != nil {
 		return nil, err
 	}
+	versions := map[string]*ec2types.LaunchTemplateVersion{}
+	var out []offer
+	for _, c := range choices {
+		id := aws.ToString(c.template.LaunchTemplateId) + "|" + aws.ToString(c.template.LaunchTemplateName) + "|" + aws.ToString(c.template.Version)
+		if versions[id] == nil {
+			if versions[id], err = p.templateVersion(ctx, c.template); err != nil {
+				return nil, err
+			}
+		}
+		v := versions[id]
+		typ := c.instanceType
+		if typ == "" && v.LaunchTemplateData != nil {
+			typ = string(v.LaunchTemplateData.InstanceType)
+		}
+		if typ == "" {
+			typ = "group/" + g.Name
+		}
+		for _, sn := range subnets {
+			out = append(out, offer{template: c.template, version: v, instanceType: c.instanceType, subnet: sn.id, zone: sn.zone, key: typ + "/" + sn.zone})
+		}
+	}
+	return out, nil
+}
+
+type subnet struct{ id, zone string }
+
+// subnets are the group's subnets (VPCZoneIdentifier), those in the zones
+// holding fewest of its instances first; one with no ID when it names none
+// (EC2 then picks the default subnet).
+func (p *Provider) subnets(ctx context.Context, group *astypes.AutoScalingGroup) ([]subnet, error) {
+	var ids []string
+	for _, id := range strings.Split(aws.ToString(group.VPCZoneIdentifier), ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return []subnet{{}}, nil
+	}
+	out, err := p.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: ids})
+	if err != nil {
+		return nil, refusal("reading the subnets of Auto Scaling group "+aws.ToString(group.AutoScalingGroupName), err)
+	}
+	zones := map[string]string{}
+	for _, s := range out.Subnets {
+		zones[aws.ToString(s.SubnetId)] = aws.ToString(s.AvailabilityZone)
+	}
+	in := map[string]int{}
+	for _, i := range group.Instances {
+		if st := string(i.LifecycleState); st == string(astypes.LifecycleStateInService) || strings.HasPrefix(st, "Pending") {
+			in[aws.ToString(i.AvailabilityZone)]++
+		}
+	}
+	subnets := make([]subnet, 0, len(ids))
+	for _, id := range ids {
+		subnets = append(subnets, subnet{id: id, zone: zones[id]})
+	}
+	slices.SortStableFunc(subnets, func(a, b subnet) int { return in[a.zone] - in[b.zone] })
+	return subnets, nil
+}
+
+// run launches the instance as the offer says. Each attempt of one Create
+// has a token of its own: EC2 refuses a token used again with other
+// parameters (IdempotentParameterMismatch).
+func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string, attempt int, g v1alpha1.AutoScalingGroup, o offer) (*ec2types.Instance, error) {
+	token := clientToken(name)
+	if attempt > 0 {
+		token = clientToken(fmt.Sprintf("%s-%d", name, attempt))
+	}
+	lt := o.template
 	in := &ec2.RunInstancesInput{
 		MinCount:    aws.Int32(1),
 		MaxCount:    aws.Int32(1),
-		ClientToken: aws.String(clientToken(name)),
+		ClientToken: aws.String(token),
 		LaunchTemplate: &ec2types.LaunchTemplateSpecification{
 			LaunchTemplateId: lt.LaunchTemplateId, LaunchTemplateName: lt.LaunchTemplateName, Version: lt.Version,
 		},
@@ -219,31 +350,31 @@ func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string
 	if lt.LaunchTemplateId != nil {
 		in.LaunchTemplate.LaunchTemplateName = nil // EC2 takes one of the two
 	}
-	if version.VersionNumber != nil { // the version whose user data is read
-		in.LaunchTemplate.Version = aws.String(strconv.FormatInt(*version.VersionNumber, 10))
+	if v := o.version; v.VersionNumber != nil { // the version whose user data is read
+		in.LaunchTemplate.Version = aws.String(strconv.FormatInt(*v.VersionNumber, 10))
 	}
-	if version.LaunchTemplateData != nil && version.LaunchTemplateData.UserData != nil {
-		if ud, err := base64.StdEncoding.DecodeString(*version.LaunchTemplateData.UserData); err == nil {
+	if v := o.version; v.LaunchTemplateData != nil && v.LaunchTemplateData.UserData != nil {
+		if ud, err := base64.StdEncoding.DecodeString(*v.LaunchTemplateData.UserData); err == nil {
 			if tainted, ok := withUnregisteredTaint(string(ud)); ok {
 				in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(tainted)))
 			}
 		}
 	}
-	if g.InstanceType != "" {
-		in.InstanceType = ec2types.InstanceType(g.InstanceType)
+	if o.instanceType != "" {
+		in.InstanceType = ec2types.InstanceType(o.instanceType)
+	}
+	if o.subnet != "" {
+		in.SubnetId = aws.String(o.subnet)
 	}
 	if pool.Spec.Template != nil && pool.Spec.Template.Image != "" {
 		in.ImageId = aws.String(pool.Spec.Template.Image) // overrides the launch template's
-	}
-	if subnets := strings.Split(aws.ToString(group.VPCZoneIdentifier), ","); subnets[0] != "" {
-		in.SubnetId = aws.String(strings.TrimSpace(subnets[0]))
 	}
 	if pool.Spec.Template != nil && pool.Spec.Template.Capacity == v1alpha1.CapacitySpot {
 		in.InstanceMarketOptions = &ec2types.InstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeSpot}
 	}
 	out, err := p.ec2.RunInstances(ctx, in)
 	if err != nil {
-		return nil, refusal(fmt.Sprintf("launching %s in Auto Scaling group %s", name, g.Name), err)
+		return nil, refusal(fmt.Sprintf("launching %s in Auto Scaling group %s (%s in %s)", name, g.Name, o.key[:strings.LastIndex(o.key, "/")], o.zone), err)
 	}
 	if len(out.Instances) != 1 {
 		return nil, fmt.Errorf("launching %s: EC2 answered with %d instances, want 1", name, len(out.Instances))

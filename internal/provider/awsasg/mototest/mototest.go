@@ -117,6 +117,13 @@ type GroupOption func(*groupOptions)
 
 type groupOptions struct {
 	userData string
+	subnets  int
+}
+
+// WithSubnets spreads the group over the first n of the default VPC's
+// subnets, one per Availability Zone of us-east-1 in moto.
+func WithSubnets(n int) GroupOption {
+	return func(o *groupOptions) { o.subnets = n }
 }
 
 // WithNodeLabels gives the group's launch template the user data of an EKS
@@ -164,7 +171,8 @@ func NodeadmUserData(labels map[string]string) string {
 }
 
 // Group makes a launch template and an Auto Scaling group of it, both
-// called name (desired 0, max maxSize), in one of the default VPC's subnets.
+// called name (desired 0, max maxSize), in one of the default VPC's subnets
+// (or more: WithSubnets).
 func (m *Server) Group(t testing.TB, name, instanceType string, maxSize int32, opts ...GroupOption) {
 	t.Helper()
 	var o groupOptions
@@ -179,6 +187,10 @@ func (m *Server) Group(t testing.TB, name, instanceType string, maxSize int32, o
 	subnets, err := m.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
 	if err != nil || len(subnets.Subnets) == 0 {
 		t.Fatalf("moto's default subnets: %v", err)
+	}
+	ids := []string{aws.ToString(subnets.Subnets[0].SubnetId)}
+	for _, sn := range subnets.Subnets[1:min(o.subnets, len(subnets.Subnets))] {
+		ids = append(ids, aws.ToString(sn.SubnetId))
 	}
 	data := &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId, InstanceType: ec2types.InstanceType(instanceType)}
 	if o.userData != "" {
@@ -196,7 +208,7 @@ func (m *Server) Group(t testing.TB, name, instanceType string, maxSize int32, o
 		MinSize:              aws.Int32(0),
 		MaxSize:              aws.Int32(maxSize),
 		DesiredCapacity:      aws.Int32(0),
-		VPCZoneIdentifier:    subnets.Subnets[0].SubnetId,
+		VPCZoneIdentifier:    aws.String(strings.Join(ids, ",")),
 	}); err != nil {
 		t.Fatalf("creating Auto Scaling group %s: %v", name, err)
 	}
