@@ -189,7 +189,7 @@ func (m *Server) Group(t testing.TB, name, instanceType string, maxSize int32, o
 		t.Fatalf("moto's default subnets: %v", err)
 	}
 	ids := []string{aws.ToString(subnets.Subnets[0].SubnetId)}
-	for _, sn := range subnets.Subnets[1:min(o.subnets, len(subnets.Subnets))] {
+	for _, sn := range subnets.Subnets[1:max(1, min(o.subnets, len(subnets.Subnets)))] {
 		ids = append(ids, aws.ToString(sn.SubnetId))
 	}
 	data := &ec2types.RequestLaunchTemplateData{ImageId: images.Images[0].ImageId, InstanceType: ec2types.InstanceType(instanceType)}
