@@ -301,3 +301,36 @@ func TestNameOfParsesProviderIDsStrictly(t *testing.T) {
 		}
 	}
 }
+
+// Deleting a machine of a group at its MinSize is refused for good, saying
+// to lower MinSize: Auto Scaling will not lower the desired capacity below
+// it (moto 5.2.1 does not check, so the refusal is the one Auto Scaling
+// sends; see errors_test.go).
+func TestDeleteAtTheGroupsMinSizeSaysToLowerIt(t *testing.T) {
+	m, _, np := oneGroup(t)
+	p := awsasg.New(m.EC2, &atMinSize{AutoScaling: m.ASG}, clocktesting.NewFakeClock(time.Now()))
+	name := provider.NewName(np.Name)
+	if _, err := p.Create(context.Background(), np, name); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Delete(context.Background(), name)
+	perr, ok := provider.AsError(err)
+	if !ok || perr.Code != awsasg.CodeMinSizeReached || perr.Retryable || !strings.Contains(perr.Message, "lower the Auto Scaling group's MinSize") {
+		t.Errorf("Delete at MinSize: %v; want a %s that is not retryable and says to lower MinSize", err, awsasg.CodeMinSizeReached)
+	}
+	if insts := m.Tagged(t, name); len(insts) != 1 || insts[0].State.Name != "running" {
+		t.Errorf("the machine's instance after a refused Delete: %v; want it running", insts)
+	}
+}
+
+// atMinSize refuses to lower the desired capacity as a group at its
+// MinSize does.
+type atMinSize struct{ awsasg.AutoScaling }
+
+func (a *atMinSize) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, opts ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
+	if aws.ToBool(in.ShouldDecrementDesiredCapacity) {
+		return nil, &smithy.GenericAPIError{Code: "ValidationError", Fault: smithy.FaultClient,
+			Message: "Currently, desiredSize equals minSize (1). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size."}
+	}
+	return a.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, in, opts...)
+}

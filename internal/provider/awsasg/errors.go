@@ -23,9 +23,24 @@ const CodeAccessDenied = "AccessDenied"
 // is not running yet; the next Create or Get of the machine attaches it.
 const CodeInstanceNotRunning = "InstanceNotRunning"
 
+// CodeGroupAtMaxSize means the group is at its MaxSize: attaching another
+// instance (or raising its desired capacity) would pass it. Only a person
+// raising MaxSize helps.
+const CodeGroupAtMaxSize = "GroupAtMaxSize"
+
+// CodeMinSizeReached means the group is at its MinSize, so an instance
+// cannot leave it with the desired capacity lowered. Only a person lowering
+// MinSize helps.
+const CodeMinSizeReached = "MinSizeReached"
+
+// CodeInvalidRequest is any other ValidationError: the request was wrong,
+// and asking again the same way will not help.
+const CodeInvalidRequest = "InvalidRequest"
+
 // validationReadings read Auto Scaling's ValidationError, whose code says
-// only that a request was refused, by its message, first match wins. Each
-// pattern is the message as AWS sends it (quoted in errors_test.go).
+// only that a request was refused, by its message, first match wins; one
+// that matches none is CodeInvalidRequest. Each pattern is the message as
+// Auto Scaling sends it (quoted in errors_test.go).
 var validationReadings = []struct {
 	message   *regexp.Regexp
 	code      string
@@ -34,6 +49,14 @@ var validationReadings = []struct {
 }{
 	// AttachInstances of an instance that is not running yet.
 	{regexp.MustCompile(`^Instance i-[0-9a-f]+ is not in correct state`), CodeInstanceNotRunning, true, ""},
+	// AttachInstances past MaxSize, then SetDesiredCapacity past it.
+	{regexp.MustCompile(`^AutoScalingGroup .+ has min-size=\d+, max-size=\d+, and desired-size=\d+\. To attach \d+ instances?, please update the AutoScalingGroup sizes`),
+		CodeGroupAtMaxSize, false, " (raise the Auto Scaling group's MaxSize: sluice attaches each machine it makes to the group)"},
+	{regexp.MustCompile(`^New SetDesiredCapacity value \d+ is above max value \d+`),
+		CodeGroupAtMaxSize, false, " (raise the Auto Scaling group's MaxSize)"},
+	// TerminateInstanceInAutoScalingGroup, ShouldDecrementDesiredCapacity, at MinSize.
+	{regexp.MustCompile(`^Currently, desiredSize equals minSize \(\d+\)\. Terminating instance without replacement will violate group's min size constraint`),
+		CodeMinSizeReached, false, " (lower the Auto Scaling group's MinSize: sluice removes a machine from its group with the desired capacity lowered, so that the group does not replace it)"},
 }
 
 // refusal turns an EC2 or Auto Scaling error into the provider's terms,
@@ -55,14 +78,15 @@ func refusal(what string, err error) error {
 				return e
 			}
 		}
+		e.Code = CodeInvalidRequest
+		return e
 	}
 	switch {
 	case code == "InsufficientInstanceCapacity", code == "InsufficientHostCapacity", code == "InsufficientReservedInstanceCapacity",
 		code == "Unsupported" && strings.Contains(msg, "not supported in your requested Availability Zone"):
 		e.Code, e.Retryable = provider.CodeInsufficientCapacity, true
 	case code == "VcpuLimitExceeded", code == "InstanceLimitExceeded", code == "MaxSpotInstanceCountExceeded",
-		code == "LimitExceeded", // Auto Scaling: the account's group or launch-configuration limit
-		code == "ValidationError" && strings.Contains(strings.ToLower(msg), "max"): // attaching past the group's MaxSize
+		code == "LimitExceeded": // Auto Scaling: the account's group or launch-configuration limit
 		e.Code = provider.CodeQuotaExceeded
 	case strings.HasPrefix(code, "InvalidAMIID"), strings.HasPrefix(code, "InvalidLaunchTemplate"),
 		code == "InvalidParameterValue", code == "InvalidParameterCombination", code == "InvalidSubnetID.NotFound":
@@ -71,7 +95,7 @@ func refusal(what string, err error) error {
 		e.Code = CodeAccessDenied
 	case code == "Throttling", code == "ThrottlingException", code == "RequestLimitExceeded":
 		e.Code, e.Retryable = CodeThrottled, true
-	case code == "ResourceContentionError": // Auto Scaling: another update to the group is pending
+	case code == "ResourceContention": // Auto Scaling: another update to the group is pending
 		e.Code, e.Retryable = "ResourceContention", true
 	default:
 		return fmt.Errorf("%s: %w", what, err)
