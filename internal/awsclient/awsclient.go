@@ -7,11 +7,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 )
 
 // DefaultRetryTokens is the retry budget's size, the SDK's own default for
@@ -43,7 +45,8 @@ func Share(cfg aws.Config, tokens uint) aws.Config {
 
 // Load is the SDK's default chain (IRSA or EKS Pod Identity in a cluster;
 // the environment or a profile outside one) with one shared retry budget;
-// region is used when the chain names none. No credential is ever logged.
+// region is used when the chain names none, and the instance's metadata when
+// neither does. No credential is ever logged.
 func Load(ctx context.Context, region string) (aws.Config, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -52,7 +55,29 @@ func Load(ctx context.Context, region string) (aws.Config, error) {
 	if cfg.Region == "" {
 		cfg.Region = region
 	}
+	if cfg.Region == "" {
+		cfg.Region = imdsRegion(ctx, cfg)
+	}
 	return Share(cfg, DefaultRetryTokens), nil
+}
+
+// imdsTimeout bounds the question to the instance metadata service, which
+// off EC2 (or with a hop limit of 1 from a pod) never answers.
+const imdsTimeout = 3 * time.Second
+
+// imdsRegion is the region of the EC2 instance the process runs on, from its
+// metadata (IMDSv2: a session token first, then the instance identity
+// document, as the SDK's imds client reads it), or "" when there is none. The SDK's
+// own settings for it apply (AWS_EC2_METADATA_DISABLED,
+// AWS_EC2_METADATA_SERVICE_ENDPOINT).
+func imdsRegion(ctx context.Context, cfg aws.Config) string {
+	ctx, cancel := context.WithTimeout(ctx, imdsTimeout)
+	defer cancel()
+	out, err := imds.NewFromConfig(cfg).GetRegion(ctx, &imds.GetRegionInput{})
+	if err != nil {
+		return ""
+	}
+	return out.Region
 }
 
 // Process is the one AWS configuration of the process: the first call loads

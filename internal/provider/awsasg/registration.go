@@ -25,7 +25,7 @@ var Registration = provider.Registration{
 
 // start builds the provider on the SDK's default chain (IRSA or EKS Pod
 // Identity in a cluster, the environment or a profile outside one), the
-// region from AWS_REGION, the profile, or the instance's metadata. No
+// region from AWS_REGION, the profile, or the instance's metadata (IMDSv2). No
 // credential is ever logged.
 func start(ctx context.Context, env provider.Env) (provider.Provider, error) {
 	cfg, err := awsclient.Process(ctx, "")
@@ -33,7 +33,7 @@ func start(ctx context.Context, env provider.Env) (provider.Provider, error) {
 		return nil, err
 	}
 	if cfg.Region == "" {
-		return nil, errors.New("no AWS region: set AWS_REGION (in the chart: controller.env)")
+		return nil, errors.New("no AWS region: none in AWS_REGION or the profile, nor from the instance metadata (IMDSv2; a pod reaches it only with a hop limit of 2): set AWS_REGION (in the chart: controller.env)")
 	}
 	return New(ec2.NewFromConfig(cfg), autoscaling.NewFromConfig(cfg), env.Clock), nil
 }
