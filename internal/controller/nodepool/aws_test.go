@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg"
@@ -36,7 +35,9 @@ func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
 	m := mototest.Start(t)
 	s := baseScene(t)
 	group := strings.ReplaceAll(s.name, "pool", "asg-")
-	m.Group(t, group, "m5.large", 4)
+	// The group's launch template registers its nodes with the pool's
+	// selector (an EKS user data's --node-labels); nothing else of the pool.
+	m.Group(t, group, "m5.large", 4, mototest.WithNodeLabels(s.selector))
 	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAWSASG: awsasg.New(m.EC2, m.ASG, clock.RealClock{})}, clock.RealClock{})
 	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAWSASG,
 		AWS: &v1alpha1.AWSProviderSpec{AutoScalingGroups: []v1alpha1.AutoScalingGroup{{Name: group}}}})
@@ -48,7 +49,7 @@ func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
 	_, launched := m.Desired(t, group)
 	s.start(t)
 
-	ids := s.driftAndReplaceAll(t, before)
+	ids := s.driftMidRollout(t, before)
 	desired, members := m.Desired(t, group)
 	slices.Sort(members)
 	if desired != 2 || !slices.Equal(ids, members) {
@@ -103,6 +104,65 @@ func (s *scene) driftAndReplaceAll(t *testing.T, before []string) []string {
 	return ids
 }
 
+// driftMidRollout is driftAndReplaceAll with a second label added to the
+// template once the first replacement has joined: the replacements that
+// join after it get both at registration and are not drifted at birth, the
+// first is replaced once more, and the pool settles at its size with
+// nothing drifted and no machine asked for in the 10 s after.
+func (s *scene) driftMidRollout(t *testing.T, before []string) []string {
+	t.Helper()
+	s.edit(t, func(p *v1alpha1.NodePool) {
+		p.Spec.Template.Labels = mergeLabels(p.Spec.Template.Labels, "sluice.dev/test-rev", "2")
+	})
+	s.env.WaitFor(t, 2*time.Minute, "a first replacement joined", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(nodes, func(n *corev1.Node) bool { return !slices.Contains(before, n.Name) }), nil
+	})
+	s.edit(t, func(p *v1alpha1.NodePool) {
+		p.Spec.Template.Labels = mergeLabels(p.Spec.Template.Labels, "sluice.dev/test-tier", "gold")
+	})
+	s.env.WaitFor(t, 4*time.Minute, "every node replaced, with both labels", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil || len(nodes) != len(before) {
+			return false, err
+		}
+		for _, n := range nodes {
+			if slices.Contains(before, n.Name) || n.Labels["sluice.dev/test-rev"] != "2" || n.Labels["sluice.dev/test-tier"] != "gold" ||
+				!n.DeletionTimestamp.IsZero() || !ready(n) || provider.Tainted(n) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	asked := s.creates.Load()
+	time.Sleep(10 * time.Second) // nothing may happen: no condition to poll for
+	if now := s.creates.Load(); now != asked {
+		t.Errorf("%d machines asked for in the 10 s after the pool settled: replacements are drifted at birth", now-asked)
+	}
+	if p := s.pool(t); p.Status.Drifted != 0 {
+		t.Errorf("status.drifted = %d after the rollout, want 0", p.Status.Drifted)
+	}
+	nodes, err := s.nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != len(before) {
+		t.Errorf("%d nodes after the rollout, want %d", len(nodes), len(before))
+	}
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:])
+		if _, ok := provider.Registered(n); !ok {
+			t.Errorf("replacement %s carries no %s annotation", n.Name, contract.AnnotationRegistered)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 func mergeLabels(l map[string]string, k, v string) map[string]string {
 	out := maps.Clone(l)
 	out[k] = v
@@ -150,9 +210,10 @@ func (s *scene) kubelet(ctx context.Context, t *testing.T, cloud string, registe
 
 // registerInstances plays the kubelets of the group's instances: each
 // running instance registers a Node named as EKS names it, with the
-// providerID aws:///<zone>/<id> and the labels the pool's template has at
-// that moment (its launch template's kubelet flags), which the sandbox's
-// kwok then keeps Ready.
+// providerID aws:///<zone>/<id>, and the labels and taints its user data
+// gives its kubelet (mototest.Kubelet reads them as nodeadm and the kubelet
+// do), never the pool's: sluice's registration gives it the template. The
+// sandbox's kwok then keeps it Ready.
 func (s *scene) registerInstances(ctx context.Context, m *mototest.Server, group string, registered map[string]bool) error {
 	g, err := m.ASG.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
 	if err != nil || len(g.AutoScalingGroups) == 0 {
@@ -171,17 +232,17 @@ func (s *scene) registerInstances(ctx context.Context, m *mototest.Server, group
 	if err != nil {
 		return err
 	}
-	pool := &v1alpha1.NodePool{}
-	if err := s.kube.Get(ctx, client.ObjectKey{Name: s.name}, pool); err != nil {
-		return err
-	}
 	for _, r := range out.Reservations {
 		for _, inst := range r.Instances {
 			if inst.State == nil || inst.State.Name != "running" {
 				continue
 			}
 			id, zone := aws.ToString(inst.InstanceId), aws.ToString(inst.Placement.AvailabilityZone)
-			n := fixture.EKSNodeGroup(s.name, 1, fixture.WithLabels(pool.Spec.Template.Labels)).Nodes()[0]
+			labels, taints, err := m.Kubelet(ctx, id)
+			if err != nil {
+				return err
+			}
+			n := fixture.EKSNodeGroup(s.name, 1, fixture.WithLabels(labels), fixture.WithTaints(taints...)).Nodes()[0]
 			n.Name = cloudNodeName(id)
 			n.Labels[corev1.LabelHostname] = n.Name
 			n.Labels[corev1.LabelTopologyZone] = zone

@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
@@ -37,7 +36,11 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 	s := baseScene(t)
 	cloud := azuretest.NewCloud(clock.RealClock{})
 	set := "aks-" + strings.ReplaceAll(s.name, "pool", "") + "-12345678-vmss"
-	cloud.AddSet(set, "Standard_D4s_v5", 2)
+	// The set's model registers its kubelets with the pool's selector and
+	// nothing else of the pool, and without sluice.dev/unregistered (a
+	// user who has not set it): the replacements join late, are registered
+	// all the same, and say so.
+	cloud.AddSetWithModel(set, "Standard_D4s_v5", 2, azuretest.Model{NodeLabels: s.selector})
 	claims := azurevmss.NewConfigMapClaims(s.env.Client, s.env.Namespace)
 	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAzureVMSS: azurevmss.New(&azfake.TokenCredential{}, claims, clock.RealClock{},
 		azurevmss.Options{PollEvery: 50 * time.Millisecond, ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
@@ -48,9 +51,18 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 	before := s.waitNodes(t, 2, time.Minute)
 	s.start(t)
 
-	ids := s.driftAndReplaceAll(t, before)
-	if got := slices.Sorted(maps.Keys(cloud.Instances(set))); !slices.Equal(got, ids) || !slices.Equal(ids, []string{"2", "3"}) {
-		t.Errorf("scale set %s holds instances %v, the Nodes are instances %v; want both 2 and 3: the replacements, the first two deleted", set, got, ids)
+	ids := s.driftMidRollout(t, before)
+	if got := slices.Sorted(maps.Keys(cloud.Instances(set))); !slices.Equal(got, ids) || len(ids) != 2 || slices.Contains(ids, "0") || slices.Contains(ids, "1") {
+		t.Errorf("scale set %s holds instances %v, the Nodes are instances %v; want the same two replacements, the first two (0, 1) deleted", set, got, ids)
+	}
+	nodes, err := s.nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if a, _ := provider.Registered(n); !a.Late || !slices.ContainsFunc(s.nodeEvents(t, n.Name), func(e string) bool { return strings.HasPrefix(e, "RegisteredLate: ") }) {
+			t.Errorf("node %s joined without the taint: registered %+v, Events %v; want it late and a RegisteredLate Event", n.Name, a, s.nodeEvents(t, n.Name))
+		}
 	}
 }
 
@@ -59,17 +71,18 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 // (<set>0000<n> in base 36) with the providerID cloud-provider-azure wrote
 // before it lowercased resource groups (the case of the group as created:
 // the controller must match it to Azure's answers whatever the case), and
-// the labels the pool's template has at that moment. kwok keeps it Ready.
+// the labels and taints the model it was made from gives its kubelet, never
+// the pool's. kwok keeps it Ready.
 func (s *scene) registerScaleSet(ctx context.Context, cloud *azuretest.Cloud, set string, registered map[string]bool) error {
-	pool := &v1alpha1.NodePool{}
-	if err := s.kube.Get(ctx, client.ObjectKey{Name: s.name}, pool); err != nil {
-		return err
-	}
 	for id, state := range cloud.Instances(set) {
 		if registered[id] || state != "Succeeded" {
 			continue
 		}
-		n := fixture.AKSPool(s.name, 1, fixture.WithLabels(pool.Spec.Template.Labels)).Nodes()[0]
+		labels, taints, ok := cloud.Kubelet(set, id)
+		if !ok {
+			continue // deleted meanwhile
+		}
+		n := fixture.AKSPool(s.name, 1, fixture.WithLabels(labels), fixture.WithTaints(taints...)).Nodes()[0]
 		num, _ := strconv.Atoi(id)
 		n.Name = fmt.Sprintf("%s%06s", strings.TrimSuffix(set, "-vmss")+"-vmss", strconv.FormatInt(int64(num), 36))
 		n.Labels[corev1.LabelHostname] = n.Name
