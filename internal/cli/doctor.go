@@ -9,10 +9,15 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/kube"
+	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/pkg/doctor"
 )
 
@@ -68,7 +73,7 @@ Exit status: 0 no errors, 3 at least one error (a drain would hang or lose data)
 }
 
 func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selector string, targets []string, format outputFormat, stuckAfter time.Duration) error {
-	c, _, err := flags.Client(ctx)
+	c, cfg, err := flags.Client(ctx)
 	if err != nil {
 		return err
 	}
@@ -102,8 +107,12 @@ func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selec
 	if err != nil {
 		return fmt.Errorf("listing DaemonSets: %w", err)
 	}
+	pools, err := poolFindings(ctx, cfg, nodes.Items, pods.Items)
+	if err != nil {
+		return err
+	}
 	report := doctor.Diagnose(doctor.Input{Nodes: nodes.Items, Pods: pods.Items, PDBs: pdbs.Items, DaemonSets: daemonSets.Items,
-		Targets: targets, Now: clock.RealClock{}.Now(), StuckAfter: stuckAfter})
+		Targets: targets, Now: clock.RealClock{}.Now(), StuckAfter: stuckAfter, Extra: pools})
 	if format.structured() {
 		if err := writeStructured(out, format, report); err != nil {
 			return err
@@ -145,4 +154,22 @@ func writeDoctorReport(out io.Writer, r doctor.Report) {
 		}
 		_ = tw.Flush()
 	}
+}
+
+// poolFindings are the NodePools' own checks (nodepool.Coexistence): none
+// on a cluster without the NodePool CRD.
+func poolFindings(ctx context.Context, cfg *rest.Config, nodes []corev1.Node, pods []corev1.Pod) ([]doctor.Finding, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building a client: %w", err)
+	}
+	pools, installed, err := listPools(ctx, dyn)
+	if apierrors.IsForbidden(err) {
+		return []doctor.Finding{{Severity: doctor.SeverityInfo, Code: "NodePoolsHidden", Object: "NodePools",
+			Message: "not allowed to list NodePools, so the pools' own checks did not run: " + err.Error()}}, nil
+	}
+	if err != nil || !installed {
+		return nil, err
+	}
+	return nodepool.Coexistence(pools, nodes, pods), nil
 }

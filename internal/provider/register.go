@@ -95,7 +95,7 @@ func Apply(n *corev1.Node, pool *v1alpha1.NodePool, image string, now time.Time)
 		n.Annotations[contract.AnnotationImage] = image
 		a.Image = image
 	}
-	if consolidates(pool) {
+	if pool.Consolidates() {
 		n.Annotations[annotationScaleDownDisabled] = "true"
 	}
 	b, err := json.Marshal(a)
@@ -104,11 +104,4 @@ func Apply(n *corev1.Node, pool *v1alpha1.NodePool, image string, now time.Time)
 	}
 	n.Annotations[contract.AnnotationRegistered] = string(b)
 	return a
-}
-
-// consolidates says whether sluice removes the pool's nodes to save cost:
-// it makes the pool's machines and consolidation is on.
-func consolidates(pool *v1alpha1.NodePool) bool {
-	_, on := pool.Spec.Disruption.ConsolidateAfterDuration()
-	return pool.Spec.Provider.Manages() && on
 }

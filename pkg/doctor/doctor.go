@@ -77,6 +77,9 @@ type Input struct {
 	// StuckAfter is how long past its grace period a terminating pod held by
 	// finalizers counts as stuck; zero means one minute.
 	StuckAfter time.Duration
+	// Extra are findings the caller made itself (sluice's checks of its
+	// NodePools), reported and counted with doctor's own.
+	Extra []Finding
 }
 
 // Diagnose runs every check and returns the findings, errors first.
@@ -100,7 +103,7 @@ func Diagnose(in Input) Report {
 	d.pods()
 	d.room()
 	d.leftovers()
-	rep := Report{Findings: d.findings}
+	rep := Report{Findings: append(d.findings, in.Extra...)}
 	for n := range d.targets {
 		rep.Nodes = append(rep.Nodes, n)
 	}

@@ -20,6 +20,13 @@ func (p *NodePool) DisruptionSpec() *DisruptionSpec {
 	return p.Spec.Disruption
 }
 
+// Consolidates says whether sluice removes the pool's nodes to save cost:
+// it makes the pool's machines and consolidation is on.
+func (p *NodePool) Consolidates() bool {
+	_, on := p.DisruptionSpec().ConsolidateAfterDuration()
+	return p != nil && p.Spec.Provider.Manages() && on
+}
+
 // ExpireAfterDuration returns how old a node may grow, and false when nodes
 // never expire (Never, unset, or unreadable: the CRD refuses the last).
 func (d *DisruptionSpec) ExpireAfterDuration() (time.Duration, bool) {

@@ -1,0 +1,142 @@
+package nodepool
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
+	"github.com/sluice-dev/sluice/pkg/doctor"
+)
+
+// Codes of the pool findings `sluice doctor` adds to the drain's.
+const (
+	// CodeRegisteredLate: a pool's machines join without
+	// sluice.dev/unregistered, so pods may land before the pool's template.
+	CodeRegisteredLate = "RegisteredLate"
+	// CodeKarpenterNodes: Karpenter also manages (and disrupts) some of a
+	// pool's nodes.
+	CodeKarpenterNodes = "KarpenterNodes"
+	// CodeClusterAutoscaler: cluster-autoscaler may scale down the nodes of
+	// a pool sluice consolidates.
+	CodeClusterAutoscaler = "ClusterAutoscaler"
+)
+
+// Labels and taints by which another autoscaler's hand shows on a node.
+const (
+	labelKarpenterNodePool = "karpenter.sh/nodepool"
+	labelKarpenterLegacy   = "karpenter.sh/provisioner-name"
+	// cluster-autoscaler taints a node it is about to remove, and one it
+	// considers removing.
+	taintCAToBeDeleted     = "ToBeDeletedByClusterAutoscaler"
+	taintCADeletionCand    = "DeletionCandidateOfClusterAutoscaler"
+	annotationCADisabled   = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+	labelClusterAutoscaler = "app.kubernetes.io/name"
+)
+
+// Coexistence finds what in the cluster works against the pools: machines
+// that join without the unregistered taint, and nodes another autoscaler
+// also removes (Karpenter's, or cluster-autoscaler's where sluice
+// consolidates and the node does not opt out of it).
+func Coexistence(pools []v1alpha1.NodePool, nodes []corev1.Node, pods []corev1.Pod) []doctor.Finding {
+	ca := clusterAutoscalerRuns(pods)
+	m := NewMatcher(pools)
+	type tally struct{ late, karpenter, caExposed, caTainted []string }
+	byPool := map[string]*tally{}
+	for i := range nodes {
+		n := &nodes[i]
+		pool, _ := m.For(n)
+		if pool == nil {
+			continue
+		}
+		t := byPool[pool.Name]
+		if t == nil {
+			t = &tally{}
+			byPool[pool.Name] = t
+		}
+		if a, ok := provider.Registered(n); ok && a.Late {
+			t.late = append(t.late, n.Name)
+		}
+		if n.Labels[labelKarpenterNodePool] != "" || n.Labels[labelKarpenterLegacy] != "" {
+			t.karpenter = append(t.karpenter, n.Name)
+		}
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintCAToBeDeleted || t.Key == taintCADeletionCand }) {
+			t.caTainted = append(t.caTainted, n.Name)
+		} else if ca && pool.Consolidates() && n.Annotations[annotationCADisabled] != "true" {
+			t.caExposed = append(t.caExposed, n.Name)
+		}
+	}
+	var out []doctor.Finding
+	for i := range pools {
+		p := &pools[i]
+		t := byPool[p.Name]
+		if t == nil {
+			continue
+		}
+		object := "NodePool " + p.Name
+		if len(t.late) > 0 {
+			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeRegisteredLate, Object: object,
+				Message: fmt.Sprintf("%d node(s) joined without the %s:NoExecute taint (%s): pods could land on them before they had the pool's labels and taints",
+					len(t.late), contract.TaintUnregistered, names(t.late)),
+				Fix: registrationFix(p.Spec.Provider.NameOrNone())})
+		}
+		if len(t.karpenter) > 0 {
+			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeKarpenterNodes, Object: object,
+				Message: fmt.Sprintf("Karpenter manages %d of the pool's nodes (%s): it drifts, expires and consolidates them by its own budgets, which sluice's do not limit",
+					len(t.karpenter), names(t.karpenter)),
+				Fix: "select only nodes Karpenter does not launch (a nodeSelector that excludes karpenter.sh/nodepool), or leave them to Karpenter"})
+		}
+		if len(t.caTainted) > 0 {
+			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeClusterAutoscaler, Object: object,
+				Message: fmt.Sprintf("cluster-autoscaler is removing or considering %d of the pool's nodes (%s, tainted %s or %s): it drains outside sluice's budgets",
+					len(t.caTainted), names(t.caTainted), taintCAToBeDeleted, taintCADeletionCand),
+				Fix: "turn cluster-autoscaler's scale-down off for the pool's group (its node-group options), or annotate the nodes " + annotationCADisabled + "=true"})
+		}
+		if len(t.caExposed) > 0 {
+			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeClusterAutoscaler, Object: object,
+				Message: fmt.Sprintf("cluster-autoscaler runs and may scale down %d node(s) of a pool sluice consolidates (%s): the two would remove nodes by different rules",
+					len(t.caExposed), names(t.caExposed)),
+				Fix: "annotate them " + annotationCADisabled + "=true (sluice does so for every node it registers), or turn consolidation off for the pool (consolidateAfter: Never)"})
+		}
+	}
+	return out
+}
+
+// registrationFix says how to make a provider's machines join tainted.
+func registrationFix(p v1alpha1.ProviderName) string {
+	flag := "--register-with-taints=" + contract.TaintUnregistered + "=true:NoExecute"
+	switch p {
+	case v1alpha1.ProviderAWSASG:
+		return "use an AL2023 (nodeadm) launch template, to which sluice adds the taint, or add " + flag + " to the kubelet's flags in the launch template's user data (docs/providers.md#registration)"
+	case v1alpha1.ProviderAzureVMSS:
+		return "on AKS: az aks nodepool update --node-initialization-taints " + contract.TaintUnregistered + "=true:NoExecute; on a self-managed scale set: add " + flag + " to the kubelet's flags in the model's user data (docs/providers.md#registration)"
+	}
+	return "add " + flag + " to the kubelet's flags of the pool's machines (docs/providers.md#registration)"
+}
+
+// clusterAutoscalerRuns says whether a cluster-autoscaler pod runs.
+func clusterAutoscalerRuns(pods []corev1.Pod) bool {
+	return slices.ContainsFunc(pods, func(p corev1.Pod) bool {
+		if p.Status.Phase != corev1.PodRunning && p.Status.Phase != corev1.PodPending {
+			return false
+		}
+		if p.Labels[labelClusterAutoscaler] == "cluster-autoscaler" || p.Labels["app"] == "cluster-autoscaler" {
+			return true
+		}
+		return slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool {
+			return strings.Contains(c.Image, "/cluster-autoscaler:") || strings.HasPrefix(c.Image, "cluster-autoscaler:")
+		})
+	})
+}
+
+// names lists up to three names and how many more.
+func names(list []string) string {
+	if len(list) <= 3 {
+		return strings.Join(list, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(list[:3], ", "), len(list)-3)
+}
