@@ -26,7 +26,9 @@ func TestCoexistence(t *testing.T) {
 		}
 		return n
 	}
-	late := func(n *corev1.Node) { n.Annotations[contract.AnnotationRegistered] = `{"late":true,"at":"2026-11-27T12:00:00Z"}` }
+	late := func(n *corev1.Node) {
+		n.Annotations[contract.AnnotationRegistered] = `{"late":true,"at":"2026-11-27T12:00:00Z"}`
+	}
 	onTime := func(n *corev1.Node) { n.Annotations[contract.AnnotationRegistered] = `{"at":"2026-11-27T12:00:00Z"}` }
 	karpenter := func(n *corev1.Node) { n.Labels["karpenter.sh/nodepool"] = "default" }
 	optedOut := func(n *corev1.Node) { n.Annotations[annotationCADisabled] = "true" }
