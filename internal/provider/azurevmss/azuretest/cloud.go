@@ -74,6 +74,8 @@ type Cloud struct {
 	// Retry-After (seconds).
 	throttled  int
 	retryAfter int
+	// refusals answer the next PATCHes that change a set's capacity.
+	refusals []Refusal
 
 	log []Request
 }
@@ -583,8 +585,20 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	scaleOut, err := changesCapacity(req)
+	if err != nil {
+		return nil, err
+	}
 	t.c.mu.Lock()
 	r := Request{At: t.c.clock.Now(), Method: req.Method, Path: req.URL.Path}
+	if scaleOut && t.c.throttled == 0 && len(t.c.refusals) > 0 {
+		var refusal Refusal
+		refusal, t.c.refusals = t.c.refusals[0], t.c.refusals[1:]
+		r.Status = refusal.Status
+		t.c.log = append(t.c.log, r)
+		t.c.mu.Unlock()
+		return refusal.response(req), nil
+	}
 	if t.c.throttled > 0 {
 		t.c.throttled--
 		r.Status = http.StatusTooManyRequests
@@ -635,6 +649,70 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 
 // errDropped is a lost answer, as a reset connection is.
 var errDropped = errors.New("read: connection reset by peer")
+
+// Refusal is how Azure Resource Manager refuses a request before it starts
+// an operation: the HTTP status and the error body's code and message.
+type Refusal struct {
+	Status        int
+	Code, Message string
+}
+
+// SkuNotAvailable is Compute's refusal of a VM size it has no capacity for
+// in the location or zone now, as
+// https://learn.microsoft.com/azure/azure-resource-manager/troubleshooting/error-sku-not-available
+// quotes it.
+func SkuNotAvailable(set string) Refusal {
+	return Refusal{Status: http.StatusConflict, Code: "SkuNotAvailable", Message: fmt.Sprintf(
+		"The requested size for resource '/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s' is currently not available in location 'westeurope' zones '1' for subscription '%s'. "+
+			"Please try another size or deploy to a different location or zones. See https://aka.ms/azureskunotavailable for details.", Subscription, ResourceGroup, set, Subscription)}
+}
+
+// CoreQuotaExceeded is Compute's refusal of a request that would take the
+// subscription past its regional cores quota, as
+// https://learn.microsoft.com/azure/azure-resource-manager/troubleshooting/error-resource-quota
+// quotes it (code OperationNotAllowed, the quota named in the message).
+func CoreQuotaExceeded() Refusal {
+	return Refusal{Status: http.StatusConflict, Code: "OperationNotAllowed",
+		Message: "Operation results in exceeding quota limits of Core. Maximum allowed: 4, Current in use: 4, Additional requested: 4."}
+}
+
+// RefuseScaleOut makes the next PATCH that changes a set's sku.capacity be
+// refused as r says, with nothing changed.
+func (c *Cloud) RefuseScaleOut(r Refusal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refusals = append(c.refusals, r)
+}
+
+// response is the refusal as ARM sends it: the status, and the error in
+// the body as {"error":{"code":...,"message":...}} (no x-ms-error-code
+// header: the SDK reads the code from the body).
+func (r Refusal) response(req *http.Request) *http.Response {
+	body, _ := json.Marshal(map[string]map[string]string{"error": {"code": r.Code, "message": r.Message}}) // strings always marshal
+	h := http.Header{}
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	return &http.Response{StatusCode: r.Status, Status: fmt.Sprintf("%d %s", r.Status, http.StatusText(r.Status)), Header: h,
+		Body: io.NopCloser(bytes.NewReader(body)), Request: req}
+}
+
+// changesCapacity says whether the request is a PATCH of a set's
+// sku.capacity, and leaves its body to be read again.
+func changesCapacity(req *http.Request) (bool, error) {
+	if req.Method != http.MethodPatch || !setPath.MatchString(req.URL.Path) || req.Body == nil {
+		return false, nil
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return false, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	var patch struct {
+		SKU struct {
+			Capacity *int64 `json:"capacity"`
+		} `json:"sku"`
+	}
+	return json.Unmarshal(body, &patch) == nil && patch.SKU.Capacity != nil, nil
+}
 
 // Throttle makes the next n requests answer 429 with Retry-After seconds.
 func (c *Cloud) Throttle(n, seconds int) {
