@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -93,7 +94,32 @@ func conformanceCloud(t *testing.T, m *mototest.Server) *providertest.Cloud {
 			}
 			return taints
 		},
+		Count: func(t *testing.T) int { return len(groupInstances(t, m, group)) },
 	}
+}
+
+// groupInstances are the instances, not terminated, that the group holds
+// or that were launched for it (an instance is attached once running).
+func groupInstances(t *testing.T, m *mototest.Server, group string) map[string]bool {
+	t.Helper()
+	_, members := m.Desired(t, group)
+	ids := map[string]bool{}
+	for _, id := range members {
+		ids[id] = true
+	}
+	out, err := m.EC2.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + contract.TagAutoscalingGroup), Values: []string{group}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			ids[aws.ToString(i.InstanceId)] = true
+		}
+	}
+	return ids
 }
 
 // conformanceEC2 is moto's EC2 with what moto cannot be told to do: refuse

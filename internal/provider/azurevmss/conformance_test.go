@@ -70,5 +70,6 @@ func conformanceCloud(*testing.T) *providertest.Cloud {
 			}
 			return taints
 		},
+		Count: func(*testing.T) int { return len(w.cloud.Instances(set)) },
 	}
 }

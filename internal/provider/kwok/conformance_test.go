@@ -67,5 +67,11 @@ func conformanceCloud(t *testing.T) *providertest.Cloud {
 			}
 			return n.Spec.Taints
 		},
+		Count: func(t *testing.T) int {
+			p.mu.Lock()
+			booting := len(p.machines)
+			p.mu.Unlock()
+			return booting + len(nodeNames(t, client))
+		},
 	}
 }

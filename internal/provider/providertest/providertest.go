@@ -65,6 +65,10 @@ type Cloud struct {
 	// Taints are the taints the machine's kubelet registers its Node with,
 	// as the cloud (not the provider) reads them.
 	Taints func(t *testing.T, m *provider.Machine) []corev1.Taint
+	// Count is how many machines the cloud holds for the pools' group or
+	// set, whoever asked for them, as the cloud (not the provider) counts
+	// them: what List cannot show, a machine nobody claims.
+	Count func(t *testing.T) int
 }
 
 // Refusal is a refusal a provider's Create answers with.
@@ -104,6 +108,7 @@ func Run(t *testing.T, h Harness) {
 func createIsIdempotent(t *testing.T, h Harness) {
 	ctx, c := start(t, h)
 	name := provider.NewName(c.Pool.Name)
+	held := c.Count(t)
 	first := create(ctx, t, c, c.Pool, name)
 	again := create(ctx, t, c, c.Pool, name)
 	sameMachine(t, first, again)
@@ -111,6 +116,9 @@ func createIsIdempotent(t *testing.T, h Harness) {
 	sameMachine(t, first, create(ctx, t, c, c.Pool, name))
 	if n := count(list(ctx, t, c, c.Pool.Name), name); n != 1 {
 		t.Errorf("List(%s) holds %d machines named %s after three Creates of it; want 1", c.Pool.Name, n, name)
+	}
+	if n := c.Count(t); n != held+1 {
+		t.Errorf("the cloud holds %d machines after three Creates of one name; want %d, one more than before", n, held+1)
 	}
 }
 
@@ -159,7 +167,7 @@ func refusalsHaveTheirCodes(t *testing.T, h Harness) {
 			kept := provider.NewName(c.Pool.Name)
 			create(ctx, t, c, c.Pool, kept)
 			settle(t, c)
-			before := list(ctx, t, c, c.Pool.Name)
+			before, held := list(ctx, t, c, c.Pool.Name), c.Count(t)
 
 			name := provider.NewName(c.Pool.Name)
 			m, err := c.Provider.Create(ctx, c.Refuse(t, want.Code), name)
@@ -170,6 +178,9 @@ func refusalsHaveTheirCodes(t *testing.T, h Harness) {
 			settle(t, c)
 			if after := list(ctx, t, c, c.Pool.Name); !slices.Equal(names(after), names(before)) {
 				t.Errorf("List(%s) after the refusal = %s; want it as before, %s", c.Pool.Name, describe(after), describe(before))
+			}
+			if n := c.Count(t); n != held {
+				t.Errorf("the cloud holds %d machines after the refusal; want %d, as before", n, held)
 			}
 			if m, err := c.Provider.Get(ctx, name); !provider.IsNotFound(err) {
 				t.Errorf("Get(%s) of the refused machine = %+v, %v; want not found", name, m, err)
@@ -229,6 +240,7 @@ func lostAnswer(t *testing.T, h Harness) {
 	}
 	ctx, c := start(t, h)
 	name := provider.NewName(c.Pool.Name)
+	held := c.Count(t)
 	c.LoseAnswer(t)
 	first, err := c.Provider.Create(ctx, c.Pool, name)
 	if err == nil {
@@ -246,6 +258,9 @@ func lostAnswer(t *testing.T, h Harness) {
 	if n := count(list(ctx, t, c, c.Pool.Name), name); n != 1 {
 		t.Errorf("List(%s) holds %d machines named %s after a lost answer and a second Create; want 1", c.Pool.Name, n, name)
 	}
+	if n := c.Count(t); n != held+1 {
+		t.Errorf("the cloud holds %d machines after a lost answer and a second Create; want %d, one more than before", n, held+1)
+	}
 }
 
 func tokenOnly(t *testing.T, h Harness) {
@@ -254,6 +269,7 @@ func tokenOnly(t *testing.T, h Harness) {
 	}
 	ctx, c := start(t, h)
 	name := provider.NewName(c.Pool.Name)
+	held := c.Count(t)
 	c.LoseAnswer(t)
 	if _, err := c.Provider.Create(ctx, c.Pool, name); err == nil {
 		t.Fatal("Create with its answer lost succeeded; the harness's LoseAnswer must make it fail")
@@ -263,6 +279,9 @@ func tokenOnly(t *testing.T, h Harness) {
 	settle(t, c)
 	if n := count(list(ctx, t, c, c.Pool.Name), name); n != 1 {
 		t.Errorf("List(%s) holds %d machines named %s when only the cloud token could tell; want 1", c.Pool.Name, n, name)
+	}
+	if n := c.Count(t); n != held+1 {
+		t.Errorf("the cloud holds %d machines when only the cloud token could tell; want %d, one more than before", n, held+1)
 	}
 }
 
