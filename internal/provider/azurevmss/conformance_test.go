@@ -40,7 +40,9 @@ func conformanceCloud(*testing.T) *providertest.Cloud {
 		NodeTaints: []corev1.Taint{provider.Unregistered},
 	})
 	var drop atomic.Bool
-	w.cloud.DropAnswer = func(r azuretest.Request) bool { return r.Method == http.MethodPatch && drop.CompareAndSwap(true, false) }
+	w.cloud.DropAnswer = func(r azuretest.Request) bool {
+		return r.Method == http.MethodPatch && drop.CompareAndSwap(true, false)
+	}
 	np := pool("web", set)
 	return &providertest.Cloud{
 		Provider: w.provider(-1),
