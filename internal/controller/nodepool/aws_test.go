@@ -68,44 +68,9 @@ func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
 	}
 }
 
-// driftAndReplaceAll changes the pool's template and waits until every node
-// before is replaced by one carrying the change (3 minutes at most); it
-// returns the replacements' instance IDs (the last part of their
-// providerIDs), sorted, and checks each replacement names its machine.
-func (s *scene) driftAndReplaceAll(t *testing.T, before []string) []string {
-	t.Helper()
-	s.edit(t, func(p *v1alpha1.NodePool) {
-		p.Spec.Template.Labels = mergeLabels(p.Spec.Template.Labels, "sluice.dev/test-rev", "2")
-	})
-	s.env.WaitFor(t, 3*time.Minute, "every node replaced", func(ctx context.Context) (bool, error) {
-		nodes, err := s.nodes(ctx)
-		if err != nil || len(nodes) != len(before) {
-			return false, err
-		}
-		for _, n := range nodes {
-			if slices.Contains(before, n.Name) || n.Labels["sluice.dev/test-rev"] != "2" || !n.DeletionTimestamp.IsZero() {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	nodes, err := s.nodes(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, n := range nodes {
-		ids = append(ids, n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:])
-		if n.Annotations[contract.AnnotationMachine] == "" {
-			t.Errorf("replacement %s carries no %s annotation", n.Name, contract.AnnotationMachine)
-		}
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// driftMidRollout is driftAndReplaceAll with a second label added to the
-// template once the first replacement has joined: the replacements that
+// driftMidRollout adds a label to the pool's template, then a second one
+// once the first replacement has joined, and waits until every node before
+// is replaced by one carrying both (4 minutes at most): the replacements that
 // join after it get both at registration and are not drifted at birth, the
 // first is replaced once more, and the pool settles at its size with
 // nothing drifted and no machine asked for in the 10 s after.

@@ -228,37 +228,9 @@ func (p *Provider) offers(ctx context.Context, pool *v1alpha1.NodePool, g v1alph
 		return nil, &provider.Error{Code: provider.CodeInvalidTemplate,
 			Message: fmt.Sprintf("Auto Scaling group %s has no launch template (launch configurations are not supported)", g.Name)}
 	}
-	type choice struct {
-		template     *astypes.LaunchTemplateSpecification
-		instanceType string
-	}
-	var choices []choice
-	switch allowed := allowedTypes(pool); {
-	case g.InstanceType != "":
-		choices = []choice{{base, g.InstanceType}}
-	case slices.ContainsFunc(overrides, func(o astypes.LaunchTemplateOverrides) bool { return o.InstanceType != nil }):
-		var listed []string
-		for _, o := range overrides {
-			t := aws.ToString(o.InstanceType)
-			if t == "" { // an override by instance requirements: EC2 Fleet's to choose
-				continue
-			}
-			listed = append(listed, t)
-			if len(allowed) > 0 && !slices.Contains(allowed, t) {
-				continue
-			}
-			lt := base
-			if o.LaunchTemplateSpecification != nil {
-				lt = o.LaunchTemplateSpecification
-			}
-			choices = append(choices, choice{lt, t})
-		}
-		if len(choices) == 0 {
-			return nil, &provider.Error{Code: provider.CodeInvalidTemplate, Message: fmt.Sprintf(
-				"none of Auto Scaling group %s's instance types (%s) is in the pool's template.instanceTypes (%s)", g.Name, strings.Join(listed, ", "), strings.Join(allowed, ", "))}
-		}
-	default:
-		choices = []choice{{base, ""}}
+	choices, err := launchChoices(pool, g, base, overrides)
+	if err != nil {
+		return nil, err
 	}
 	subnets, err := p.subnets(ctx, group)
 	if err != nil {
@@ -286,6 +258,49 @@ func (p *Provider) offers(ctx context.Context, pool *v1alpha1.NodePool, g v1alph
 		}
 	}
 	return out, nil
+}
+
+// choice is a launch template and the instance type to launch it with (""
+// for the template's own).
+type choice struct {
+	template     *astypes.LaunchTemplateSpecification
+	instanceType string
+}
+
+// launchChoices are the launch templates and instance types the group may
+// launch, in order: the pool's group's own type; else a mixed instances
+// policy's overrides that the pool's template allows, each with its own
+// launch template when it names one; else the launch template as it is.
+func launchChoices(pool *v1alpha1.NodePool, g v1alpha1.AutoScalingGroup, base *astypes.LaunchTemplateSpecification, overrides []astypes.LaunchTemplateOverrides) ([]choice, error) {
+	if g.InstanceType != "" {
+		return []choice{{base, g.InstanceType}}, nil
+	}
+	if !slices.ContainsFunc(overrides, func(o astypes.LaunchTemplateOverrides) bool { return o.InstanceType != nil }) {
+		return []choice{{base, ""}}, nil
+	}
+	allowed := allowedTypes(pool)
+	var choices []choice
+	var listed []string
+	for _, o := range overrides {
+		t := aws.ToString(o.InstanceType)
+		if t == "" { // an override by instance requirements: EC2 Fleet's to choose
+			continue
+		}
+		listed = append(listed, t)
+		if len(allowed) > 0 && !slices.Contains(allowed, t) {
+			continue
+		}
+		lt := base
+		if o.LaunchTemplateSpecification != nil {
+			lt = o.LaunchTemplateSpecification
+		}
+		choices = append(choices, choice{lt, t})
+	}
+	if len(choices) == 0 {
+		return nil, &provider.Error{Code: provider.CodeInvalidTemplate, Message: fmt.Sprintf(
+			"none of Auto Scaling group %s's instance types (%s) is in the pool's template.instanceTypes (%s)", g.Name, strings.Join(listed, ", "), strings.Join(allowed, ", "))}
+	}
+	return choices, nil
 }
 
 type subnet struct{ id, zone string }

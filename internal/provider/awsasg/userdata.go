@@ -3,6 +3,7 @@ package awsasg
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -178,7 +179,7 @@ func parseMIME(text string) (mimeDoc, bool) {
 	r := multipart.NewReader(msg.Body, doc.boundary)
 	for {
 		p, err := r.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return doc, true
 		}
 		if err != nil {

@@ -457,20 +457,7 @@ func (c *Cloud) update(ctx context.Context, rg, name string, params armcompute.V
 	if params.SKU != nil {
 		capacity = params.SKU.Capacity
 	}
-	next, changed := *s.model, false
-	if patch, ok := ctx.Value(imagePatchKey{}).(map[string]*string); ok {
-		next.image, changed = maps.Clone(s.model.image), true
-		for k, v := range patch {
-			if v == nil {
-				delete(next.image, k)
-			} else {
-				next.image[k] = *v
-			}
-		}
-	}
-	if p := params.Properties; p != nil && p.VirtualMachineProfile != nil && p.VirtualMachineProfile.UserData != nil {
-		next.userData, changed = *p.VirtualMachineProfile.UserData, true
-	}
+	next, changed := patchModel(ctx, s.model, params)
 	if capacity != nil && *capacity < int64(len(s.vms)) || changed && !validImage(next.image) {
 		c.mu.Unlock()
 		errResp.SetResponseError(http.StatusBadRequest, "InvalidParameter")
@@ -503,6 +490,27 @@ func (c *Cloud) update(ctx context.Context, rg, name string, params armcompute.V
 	}
 	resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientUpdateResponse{VirtualMachineScaleSet: model}, nil)
 	return
+}
+
+// patchModel is the model after the PATCH's changes to it (the image
+// reference as the request's raw body has it, the user data), and whether
+// it changed.
+func patchModel(ctx context.Context, m *model, params armcompute.VirtualMachineScaleSetUpdate) (model, bool) {
+	next, changed := *m, false
+	if patch, ok := ctx.Value(imagePatchKey{}).(map[string]*string); ok {
+		next.image, changed = maps.Clone(m.image), true
+		for k, v := range patch {
+			if v == nil {
+				delete(next.image, k)
+			} else {
+				next.image[k] = *v
+			}
+		}
+	}
+	if p := params.Properties; p != nil && p.VirtualMachineProfile != nil && p.VirtualMachineProfile.UserData != nil {
+		next.userData, changed = *p.VirtualMachineProfile.UserData, true
+	}
+	return next, changed
 }
 
 func (c *Cloud) deleteInstances(_ context.Context, rg, name string, ids armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs, _ *armcompute.VirtualMachineScaleSetsClientBeginDeleteInstancesOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientDeleteInstancesResponse], errResp azfake.ErrorResponder) {
