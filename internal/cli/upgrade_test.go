@@ -56,7 +56,7 @@ func TestUpgradePoolRefusesBadInput(t *testing.T) {
 		{"bad surge", "spot", upgradeFlags{image: "img-3", maxSurge: "150%"}, []string{"max-surge"}, "--max-surge"},
 		{"bad behaviour", "spot", upgradeFlags{image: "img-3", behavior: "Delete"}, []string{"undrainable-node-behavior"}, "use Schedule or Cordon"},
 		{"provider none", "gpu", upgradeFlags{image: "img-3"}, nil, "sluice makes no machines for it"},
-		{"provider sets no image", "asg", upgradeFlags{image: "ami-0abc"}, nil, "aws-asg launches the AMI of the Auto Scaling group's launch template"},
+		{"an image the provider cannot launch", "asg", upgradeFlags{image: "ami-0abc"}, nil, `image "ami-0abc" is not an AMI ID`},
 		{"already upgrading", "busy", upgradeFlags{image: "img-4"}, nil, "is upgrading to img-3"},
 		{"already upgrading to it", "busy", upgradeFlags{image: "img-3"}, nil, "already upgrading to img-3"},
 		{"no such pool", "nope", upgradeFlags{image: "img-3"}, nil, "node pool nope not found"},
