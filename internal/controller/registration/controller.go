@@ -72,7 +72,7 @@ func New(kube client.Client, clk clock.PassiveClock, machines Machines, opts Opt
 	}
 	r := &Reconciler{kube: kube, clock: clk, machines: machines, opts: opts,
 		nodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_registration_nodes_total",
-			Help: "New nodes given their pool's template, by pool and how they joined (tainted: with sluice.dev/unregistered; late: without it, so pods may have landed first)."},
+			Help: "New nodes given their pool's template, by pool and how they joined (tainted: with " + contract.TaintUnregistered + "; late: without it, so pods may have landed first)."},
 			[]string{"pool", "joined"})}
 	if opts.Registry != nil {
 		if err := opts.Registry.Register(r.nodes); err != nil {
