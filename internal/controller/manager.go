@@ -180,6 +180,10 @@ func (noMachines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
 
 func (noMachines) NamesOf(n *corev1.Node) []string { return provider.NewMachines(nil, nil).NamesOf(n) }
 
+func (noMachines) CheckRegistration(_ context.Context, pool *v1alpha1.NodePool) (string, error) {
+	return "", provider.NotEnabled(pool.Spec.Provider.Name)
+}
+
 // setLogger hands controller-runtime sluice's logger once per process.
 var setLogger sync.Once
 

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sluice-dev/sluice/internal/provider"
@@ -13,11 +16,29 @@ import (
 	"github.com/sluice-dev/sluice/pkg/doctor"
 )
 
+// The NodePool condition that says whether the pool's new machines join
+// with sluice.dev/unregistered, as the pool's provider reads it from the
+// cloud (its launch template, its scale set model), and its reasons.
+const (
+	ConditionRegistration = "Registration"
+	// ReasonTainted: they do.
+	ReasonTainted = "Tainted"
+	// ReasonTaintMissing: they do not; the message names what lacks it.
+	ReasonTaintMissing = "TaintMissing"
+	// ReasonCannotTell: the cloud does not show it (an AKS node pool's set).
+	ReasonCannotTell = "CannotTell"
+	// ReasonCheckFailed: the cloud could not be asked.
+	ReasonCheckFailed = "CheckFailed"
+)
+
 // Codes of the pool findings `sluice doctor` adds to the drain's.
 const (
 	// CodeRegisteredLate: a pool's machines join without
 	// sluice.dev/unregistered, so pods may land before the pool's template.
 	CodeRegisteredLate = "RegisteredLate"
+	// CodeTaintMissing: the provider read from the cloud that a pool's new
+	// machines will join without sluice.dev/unregistered.
+	CodeTaintMissing = "TaintMissing"
 	// CodeKarpenterNodes: Karpenter also manages (and disrupts) some of a
 	// pool's nodes.
 	CodeKarpenterNodes = "KarpenterNodes"
@@ -75,14 +96,19 @@ func Coexistence(pools []v1alpha1.NodePool, nodes []corev1.Node, pods []corev1.P
 		p := &pools[i]
 		t := byPool[p.Name]
 		if t == nil {
-			continue
+			t = &tally{}
 		}
 		object := "NodePool " + p.Name
+		if c := meta.FindStatusCondition(p.Status.Conditions, ConditionRegistration); c != nil && c.Status == metav1.ConditionFalse {
+			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeTaintMissing, Object: object,
+				Message: "new machines will join without the " + contract.TaintUnregistered + " taint: " + c.Message,
+				Fix:     RegistrationFix(p.Spec.Provider.NameOrNone())})
+		}
 		if len(t.late) > 0 {
 			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeRegisteredLate, Object: object,
 				Message: fmt.Sprintf("%d node(s) joined without the %s:NoExecute taint (%s): pods could land on them before they had the pool's labels and taints",
 					len(t.late), contract.TaintUnregistered, names(t.late)),
-				Fix: registrationFix(p.Spec.Provider.NameOrNone())})
+				Fix: RegistrationFix(p.Spec.Provider.NameOrNone())})
 		}
 		if len(t.karpenter) > 0 {
 			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeKarpenterNodes, Object: object,
@@ -106,8 +132,8 @@ func Coexistence(pools []v1alpha1.NodePool, nodes []corev1.Node, pods []corev1.P
 	return out
 }
 
-// registrationFix says how to make a provider's machines join tainted.
-func registrationFix(p v1alpha1.ProviderName) string {
+// RegistrationFix says how to make a provider's machines join tainted.
+func RegistrationFix(p v1alpha1.ProviderName) string {
 	flag := "--register-with-taints=" + contract.TaintUnregistered + "=true:NoExecute"
 	switch p {
 	case v1alpha1.ProviderAWSASG:

@@ -38,6 +38,21 @@ type Namer interface {
 	NameOf(node *corev1.Node) string
 }
 
+// RegistrationChecker is a provider that can read from the cloud whether
+// the machines it launches for a pool will register with
+// contract.TaintUnregistered (docs/design/registration.md).
+type RegistrationChecker interface {
+	// CheckRegistration says why the pool's new machines will join
+	// without the taint, "" when they will join with it. An error for
+	// which errors.Is(err, ErrCannotTell) says the cloud does not show it
+	// (its message says why); other errors are the cloud's refusals.
+	CheckRegistration(ctx context.Context, pool *v1alpha1.NodePool) (string, error)
+}
+
+// ErrCannotTell is what CheckRegistration wraps when the cloud does not
+// show how a machine's kubelet registers.
+var ErrCannotTell = errors.New("the cloud does not show how its machines register")
+
 // State is where a machine is in its life.
 type State string
 

@@ -80,6 +80,21 @@ func (m *Machines) DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, n
 	return err
 }
 
+// CheckRegistration asks the pool's provider whether its new machines will
+// join with the unregistered taint (RegistrationChecker); a provider that
+// cannot tell answers ErrCannotTell.
+func (m *Machines) CheckRegistration(ctx context.Context, pool *v1alpha1.NodePool) (string, error) {
+	p, ok := m.set.For(pool)
+	if !ok {
+		return "", NotEnabled(pool.Spec.Provider.Name)
+	}
+	c, ok := p.(RegistrationChecker)
+	if !ok {
+		return "", fmt.Errorf("provider %s: %w", pool.Spec.Provider.Name, ErrCannotTell)
+	}
+	return c.CheckRegistration(ctx, pool)
+}
+
 // MachineName is the name of the machine a Node is, as far as the Node
 // itself says: the controller's contract.AnnotationMachine when it wrote one
 // (the cloud named the Node), else the Node's own name (the kwok provider

@@ -14,9 +14,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg/mototest"
@@ -50,6 +52,7 @@ func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
 	s.start(t)
 
 	ids := s.driftMidRollout(t, before)
+	s.wantRegistration(t, metav1.ConditionTrue, pools.ReasonTainted) // AL2023: sluice adds the taint
 	desired, members := m.Desired(t, group)
 	slices.Sort(members)
 	if desired != 2 || !slices.Equal(ids, members) {
@@ -220,4 +223,13 @@ func (s *scene) registerInstances(ctx context.Context, m *mototest.Server, group
 		}
 	}
 	return nil
+}
+
+// wantRegistration checks the pool's Registration condition.
+func (s *scene) wantRegistration(t *testing.T, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := meta.FindStatusCondition(s.pool(t).Status.Conditions, pools.ConditionRegistration)
+	if c == nil || c.Status != status || c.Reason != reason {
+		t.Errorf("condition Registration = %+v, want %s %s", c, status, reason)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss/azuretest"
@@ -52,6 +53,7 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 	s.start(t)
 
 	ids := s.driftMidRollout(t, before)
+	s.wantRegistration(t, metav1.ConditionFalse, pools.ReasonTaintMissing) // the model lacks it
 	if got := slices.Sorted(maps.Keys(cloud.Instances(set))); !slices.Equal(got, ids) || len(ids) != 2 || slices.Contains(ids, "0") || slices.Contains(ids, "1") {
 		t.Errorf("scale set %s holds instances %v, the Nodes are instances %v; want the same two replacements, the first two (0, 1) deleted", set, got, ids)
 	}

@@ -15,9 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 
+	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg/mototest"
@@ -91,6 +93,7 @@ func TestAScaleSetPoolUpgradesItsImage(t *testing.T) {
 	before := s.waitNodes(t, 3, time.Minute)
 
 	s.upgradeCloudPool(t, before, next)
+	s.wantRegistration(t, metav1.ConditionTrue, pools.ReasonTainted) // the model registers it
 	if got := slices.Sorted(maps.Keys(cloud.Instances(set))); len(got) != 3 || slices.ContainsFunc(got, func(id string) bool { return id == "0" || id == "1" || id == "2" }) {
 		t.Errorf("scale set %s holds instances %v; want three replacements, the first three (0, 1, 2) deleted", set, got)
 	}

@@ -55,6 +55,10 @@ type Machines interface {
 	// every name a Node is known by as a machine (provider.Machines).
 	MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string
 	NamesOf(n *corev1.Node) []string
+	// CheckRegistration says why the pool's new machines will join without
+	// the unregistered taint ("" when they will not; errors wrapping
+	// provider.ErrCannotTell when the cloud does not show it).
+	CheckRegistration(ctx context.Context, pool *v1alpha1.NodePool) (string, error)
 }
 
 // Options configure the controller.
@@ -114,6 +118,9 @@ type Controller struct {
 	// record is never acted on again (asking for its machine once more
 	// would make one that no record names).
 	given map[string]time.Time
+	// registration holds each pool's last reading of whether its new
+	// machines join tainted (registration.go).
+	registration map[string]registrationCheck
 	// wake queues a pool when one of its drains ends.
 	wake chan event.GenericEvent
 	// orphans paces the passes that find machines nothing accounts for.
@@ -151,7 +158,7 @@ func NewController(kube client.Client, live client.Reader, clk clock.Clock, mach
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
 	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{},
-		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, given: map[string]time.Time{}, wake: make(chan event.GenericEvent, 64)}
+		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, given: map[string]time.Time{}, registration: map[string]registrationCheck{}, wake: make(chan event.GenericEvent, 64)}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as

@@ -184,4 +184,8 @@ func (planMachines) NamesOf(n *corev1.Node) []string {
 	return provider.NewMachines(nil, nil).NamesOf(n)
 }
 
+func (planMachines) CheckRegistration(context.Context, *v1alpha1.NodePool) (string, error) {
+	return "", errPlanOnly
+}
+
 var errPlanOnly = errors.New("a plan asks no provider for anything")

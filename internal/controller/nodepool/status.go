@@ -52,6 +52,15 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.NodePool, v
 	before := meta.FindStatusCondition(pool.Status.Conditions, ConditionReady)
 	meta.SetStatusCondition(&status.Conditions, ready)
 	meta.SetStatusCondition(&status.Conditions, c.providerCondition(pool))
+	registration := meta.FindStatusCondition(pool.Status.Conditions, pools.ConditionRegistration)
+	if cond, ok := c.registrationCondition(ctx, pool, now); ok {
+		meta.SetStatusCondition(&status.Conditions, cond)
+		if cond.Status == metav1.ConditionFalse && (registration == nil || registration.Status != metav1.ConditionFalse || registration.Message != cond.Message) {
+			c.event(pool, corev1.EventTypeWarning, cond.Reason, cond.Message)
+		}
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, pools.ConditionRegistration)
+	}
 	c.opts.Metrics.observe(pool, status)
 	if equality.Semantic.DeepEqual(*status, pool.Status) {
 		return nil

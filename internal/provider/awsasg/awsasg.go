@@ -368,12 +368,8 @@ func (p *Provider) run(ctx context.Context, pool *v1alpha1.NodePool, name string
 	if v := o.version; v.VersionNumber != nil { // the version whose user data is read
 		in.LaunchTemplate.Version = aws.String(strconv.FormatInt(*v.VersionNumber, 10))
 	}
-	if v := o.version; v.LaunchTemplateData != nil && v.LaunchTemplateData.UserData != nil {
-		if ud, err := base64.StdEncoding.DecodeString(*v.LaunchTemplateData.UserData); err == nil {
-			if tainted, ok := withUnregisteredTaint(string(ud)); ok {
-				in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(tainted)))
-			}
-		}
+	if tainted, ok := withUnregisteredTaint(userDataOf(o.version.LaunchTemplateData)); ok {
+		in.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(tainted)))
 	}
 	if o.instanceType != "" {
 		in.InstanceType = ec2types.InstanceType(o.instanceType)

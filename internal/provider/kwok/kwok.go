@@ -457,3 +457,11 @@ func (p *Provider) deleteNode(ctx context.Context, name string, uid *types.UID) 
 	}
 	return nil
 }
+
+var _ provider.RegistrationChecker = (*Provider)(nil)
+
+// CheckRegistration: every Node the provider makes joins with the
+// unregistered taint.
+func (p *Provider) CheckRegistration(context.Context, *v1alpha1.NodePool) (string, error) {
+	return "", nil
+}

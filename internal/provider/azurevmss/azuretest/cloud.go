@@ -112,6 +112,9 @@ type model struct {
 	// userData is virtualMachineProfile.userData: base64, as Azure keeps
 	// it.
 	userData string
+	// aks, for an AKS-managed set, is what AKS starts the kubelet with
+	// (from the node pool; the model shows no user data).
+	aks *kubelet
 }
 
 // Model is what a scale set's new instances are made from.
@@ -133,6 +136,11 @@ type Model struct {
 	// cloud keeps it base64-encoded), in place of the script made from
 	// NodeLabels and NodeTaints.
 	UserData string
+	// AKSManaged leaves the model without user data, as an AKS node pool's
+	// set is: AKS writes the kubelet's flags in a customData Azure never
+	// returns (Kubelet then answers NodeLabels and NodeTaints, as AKS
+	// would from the node pool).
+	AKSManaged bool
 }
 
 // AKSImage is the image a set's model has unless told: an AKS node image, a
@@ -190,11 +198,20 @@ func newModel(m Model) *model {
 	if len(image) == 0 {
 		image["id"] = AKSImage
 	}
+	if m.AKSManaged {
+		return &model{image: image, aks: &kubelet{labels: maps.Clone(m.NodeLabels), taints: slices.Clone(m.NodeTaints)}}
+	}
 	text := m.UserData
 	if text == "" {
 		text = bootScript(m.NodeLabels, m.NodeTaints)
 	}
 	return &model{image: image, userData: base64.StdEncoding.EncodeToString([]byte(text))}
+}
+
+// kubelet is what an AKS node pool registers its kubelets with.
+type kubelet struct {
+	labels map[string]string
+	taints []corev1.Taint
 }
 
 // bootScript is a self-managed set's boot script starting its kubelet with
@@ -312,7 +329,7 @@ func (c *Cloud) setModel(s *scaleSet, userData bool) armcompute.VirtualMachineSc
 	}
 	profile := &armcompute.VirtualMachineScaleSetVMProfile{
 		StorageProfile: &armcompute.VirtualMachineScaleSetStorageProfile{ImageReference: imageReference(s.model.image, false)}}
-	if userData {
+	if userData && s.model.userData != "" {
 		profile.UserData = to.Ptr(s.model.userData)
 	}
 	return armcompute.VirtualMachineScaleSet{
@@ -746,6 +763,9 @@ func (c *Cloud) Kubelet(set, instanceID string) (labels map[string]string, taint
 	c.mu.Unlock()
 	if m == nil {
 		return nil, nil, false
+	}
+	if m.aks != nil {
+		return maps.Clone(m.aks.labels), slices.Clone(m.aks.taints), true
 	}
 	text, err := base64.StdEncoding.DecodeString(m.userData)
 	if err != nil {
