@@ -60,13 +60,31 @@ const (
 )
 
 // Coexistence finds what in the cluster works against the pools: machines
-// that join without the unregistered taint, and nodes another autoscaler
-// also removes (Karpenter's, or cluster-autoscaler's where sluice
-// consolidates and the node does not opt out of it).
+// that join (or, as the provider read, will join) without the unregistered
+// taint, and nodes another autoscaler also removes (Karpenter's, or
+// cluster-autoscaler's where sluice consolidates and the node does not opt
+// out of it).
 func Coexistence(pools []v1alpha1.NodePool, nodes []corev1.Node, pods []corev1.Pod) []doctor.Finding {
-	ca := clusterAutoscalerRuns(pods)
+	byPool := tallyNodes(pools, nodes, clusterAutoscalerRuns(pods))
+	var out []doctor.Finding
+	for i := range pools {
+		t := byPool[pools[i].Name]
+		if t == nil {
+			t = &tally{}
+		}
+		out = append(out, t.findings(&pools[i])...)
+	}
+	return out
+}
+
+// tally is what Coexistence noted of one pool's nodes.
+type tally struct{ late, karpenter, caExposed, caTainted []string }
+
+// tallyNodes notes, per pool, its nodes that registered late, that
+// Karpenter launched, and that cluster-autoscaler is removing or (when it
+// runs, ca) may remove.
+func tallyNodes(pools []v1alpha1.NodePool, nodes []corev1.Node, ca bool) map[string]*tally {
 	m := NewMatcher(pools)
-	type tally struct{ late, karpenter, caExposed, caTainted []string }
 	byPool := map[string]*tally{}
 	for i := range nodes {
 		n := &nodes[i]
@@ -91,43 +109,37 @@ func Coexistence(pools []v1alpha1.NodePool, nodes []corev1.Node, pods []corev1.P
 			t.caExposed = append(t.caExposed, n.Name)
 		}
 	}
+	return byPool
+}
+
+// findings are the pool's, from its Registration condition and its tally.
+func (t *tally) findings(p *v1alpha1.NodePool) []doctor.Finding {
 	var out []doctor.Finding
-	for i := range pools {
-		p := &pools[i]
-		t := byPool[p.Name]
-		if t == nil {
-			t = &tally{}
-		}
-		object := "NodePool " + p.Name
-		if c := meta.FindStatusCondition(p.Status.Conditions, ConditionRegistration); c != nil && c.Status == metav1.ConditionFalse {
-			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeTaintMissing, Object: object,
-				Message: "new machines will join without the " + contract.TaintUnregistered + " taint: " + c.Message,
-				Fix:     RegistrationFix(p.Spec.Provider.NameOrNone())})
-		}
-		if len(t.late) > 0 {
-			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeRegisteredLate, Object: object,
-				Message: fmt.Sprintf("%d node(s) joined without the %s:NoExecute taint (%s): pods could land on them before they had the pool's labels and taints",
-					len(t.late), contract.TaintUnregistered, names(t.late)),
-				Fix: RegistrationFix(p.Spec.Provider.NameOrNone())})
-		}
-		if len(t.karpenter) > 0 {
-			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeKarpenterNodes, Object: object,
-				Message: fmt.Sprintf("Karpenter manages %d of the pool's nodes (%s): it drifts, expires and consolidates them by its own budgets, which sluice's do not limit",
-					len(t.karpenter), names(t.karpenter)),
-				Fix: "select only nodes Karpenter does not launch (a nodeSelector that excludes karpenter.sh/nodepool), or leave them to Karpenter"})
-		}
-		if len(t.caTainted) > 0 {
-			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeClusterAutoscaler, Object: object,
-				Message: fmt.Sprintf("cluster-autoscaler is removing or considering %d of the pool's nodes (%s, tainted %s or %s): it drains outside sluice's budgets",
-					len(t.caTainted), names(t.caTainted), taintCAToBeDeleted, taintCADeletionCand),
-				Fix: "turn cluster-autoscaler's scale-down off for the pool's group (its node-group options), or annotate the nodes " + annotationCADisabled + "=true"})
-		}
-		if len(t.caExposed) > 0 {
-			out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: CodeClusterAutoscaler, Object: object,
-				Message: fmt.Sprintf("cluster-autoscaler runs and may scale down %d node(s) of a pool sluice consolidates (%s): the two would remove nodes by different rules",
-					len(t.caExposed), names(t.caExposed)),
-				Fix: "annotate them " + annotationCADisabled + "=true (sluice does so for every node it registers), or turn consolidation off for the pool (consolidateAfter: Never)"})
-		}
+	object := "NodePool " + p.Name
+	warn := func(code, message, fix string) {
+		out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: code, Object: object, Message: message, Fix: fix})
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, ConditionRegistration); c != nil && c.Status == metav1.ConditionFalse {
+		warn(CodeTaintMissing, "new machines will join without the "+contract.TaintUnregistered+" taint: "+c.Message, RegistrationFix(p.Spec.Provider.NameOrNone()))
+	}
+	if len(t.late) > 0 {
+		warn(CodeRegisteredLate, fmt.Sprintf("%d node(s) joined without the %s:NoExecute taint (%s): pods could land on them before they had the pool's labels and taints",
+			len(t.late), contract.TaintUnregistered, names(t.late)), RegistrationFix(p.Spec.Provider.NameOrNone()))
+	}
+	if len(t.karpenter) > 0 {
+		warn(CodeKarpenterNodes, fmt.Sprintf("Karpenter manages %d of the pool's nodes (%s): it drifts, expires and consolidates them by its own budgets, which sluice's do not limit",
+			len(t.karpenter), names(t.karpenter)),
+			"select only nodes Karpenter does not launch (a nodeSelector that excludes karpenter.sh/nodepool), or leave them to Karpenter")
+	}
+	if len(t.caTainted) > 0 {
+		warn(CodeClusterAutoscaler, fmt.Sprintf("cluster-autoscaler is removing or considering %d of the pool's nodes (%s, tainted %s or %s): it drains outside sluice's budgets",
+			len(t.caTainted), names(t.caTainted), taintCAToBeDeleted, taintCADeletionCand),
+			"turn cluster-autoscaler's scale-down off for the pool's group (its node-group options), or annotate the nodes "+annotationCADisabled+"=true")
+	}
+	if len(t.caExposed) > 0 {
+		warn(CodeClusterAutoscaler, fmt.Sprintf("cluster-autoscaler runs and may scale down %d node(s) of a pool sluice consolidates (%s): the two would remove nodes by different rules",
+			len(t.caExposed), names(t.caExposed)),
+			"annotate them "+annotationCADisabled+"=true (sluice does so for every node it registers), or turn consolidation off for the pool (consolidateAfter: Never)")
 	}
 	return out
 }

@@ -460,7 +460,7 @@ func (p *Provider) deleteNode(ctx context.Context, name string, uid *types.UID) 
 
 var _ provider.RegistrationChecker = (*Provider)(nil)
 
-// CheckRegistration: every Node the provider makes joins with the
+// CheckRegistration says every Node the provider makes joins with the
 // unregistered taint.
 func (p *Provider) CheckRegistration(context.Context, *v1alpha1.NodePool) (string, error) {
 	return "", nil
