@@ -42,13 +42,7 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 	// user who has not set it): the replacements join late, are registered
 	// all the same, and say so.
 	cloud.AddSetWithModel(set, "Standard_D4s_v5", 2, azuretest.Model{NodeLabels: s.selector})
-	claims := azurevmss.NewConfigMapClaims(s.env.Client, s.env.Namespace)
-	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAzureVMSS: azurevmss.New(&azfake.TokenCredential{}, claims, clock.RealClock{},
-		azurevmss.Options{PollEvery: 50 * time.Millisecond, ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
-		clock.RealClock{})
-	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAzureVMSS, Azure: &v1alpha1.AzureProviderSpec{
-		SubscriptionID: azuretest.Subscription, ResourceGroup: azuretest.ResourceGroup, ScaleSets: []v1alpha1.ScaleSet{{Name: set}}}})
-	go s.kubelet(ctx, t, "aks", func(ctx context.Context, reg map[string]bool) error { return s.registerScaleSet(ctx, cloud, set, reg) })
+	s.scaleSetPool(t, cloud, set)
 	before := s.waitNodes(t, 2, time.Minute)
 	s.start(t)
 
@@ -66,6 +60,19 @@ func TestAScaleSetPoolDriftsThroughTheProvider(t *testing.T) {
 			t.Errorf("node %s joined without the taint: registered %+v, Events %v; want it late and a RegisteredLate Event", n.Name, a, s.nodeEvents(t, n.Name))
 		}
 	}
+}
+
+// scaleSetPool makes the scene's pool of the scale set in cloud, made by the
+// azure-vmss provider, and plays the set's kubelets until the test ends.
+func (s *scene) scaleSetPool(t *testing.T, cloud *azuretest.Cloud, set string) {
+	t.Helper()
+	claims := azurevmss.NewConfigMapClaims(s.env.Client, s.env.Namespace)
+	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAzureVMSS: azurevmss.New(&azfake.TokenCredential{}, claims, clock.RealClock{},
+		azurevmss.Options{PollEvery: 50 * time.Millisecond, ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
+		clock.RealClock{})
+	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAzureVMSS, Azure: &v1alpha1.AzureProviderSpec{
+		SubscriptionID: azuretest.Subscription, ResourceGroup: azuretest.ResourceGroup, ScaleSets: []v1alpha1.ScaleSet{{Name: set}}}})
+	go s.kubelet(ctx, t, "aks", func(ctx context.Context, reg map[string]bool) error { return s.registerScaleSet(ctx, cloud, set, reg) })
 }
 
 // registerScaleSet plays the kubelets of the set's instances: each

@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
-	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -23,7 +20,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg/mototest"
-	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss/azuretest"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
@@ -83,13 +79,7 @@ func TestAScaleSetPoolUpgradesItsImage(t *testing.T) {
 	set := "aks-" + strings.ReplaceAll(s.name, "pool", "") + "-12345678-vmss"
 	cloud.AddSetWithModel(set, "Standard_D4s_v5", 3, azuretest.Model{NodeLabels: s.selector, NodeTaints: []corev1.Taint{provider.Unregistered}})
 	next := strings.Replace(azuretest.AKSImage, "/versions/202411.12.0", "/versions/202412.03.0", 1)
-	claims := azurevmss.NewConfigMapClaims(s.env.Client, s.env.Namespace)
-	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAzureVMSS: azurevmss.New(&azfake.TokenCredential{}, claims, clock.RealClock{},
-		azurevmss.Options{PollEvery: 50 * time.Millisecond, ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
-		clock.RealClock{})
-	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAzureVMSS, Azure: &v1alpha1.AzureProviderSpec{
-		SubscriptionID: azuretest.Subscription, ResourceGroup: azuretest.ResourceGroup, ScaleSets: []v1alpha1.ScaleSet{{Name: set}}}})
-	go s.kubelet(ctx, t, "aks", func(ctx context.Context, reg map[string]bool) error { return s.registerScaleSet(ctx, cloud, set, reg) })
+	s.scaleSetPool(t, cloud, set)
 	before := s.waitNodes(t, 3, time.Minute)
 
 	s.upgradeCloudPool(t, before, next)
