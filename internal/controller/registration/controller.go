@@ -204,7 +204,7 @@ func (r *Reconciler) register(ctx context.Context, cached *corev1.Node, pool *v1
 }
 
 func describe(a provider.Applied) string {
-	parts := []string{fmt.Sprintf("%d labels", len(a.Labels))}
+	parts := []string{plural(len(a.Labels), "label")}
 	if len(a.Taints) > 0 {
 		parts = append(parts, "taints "+strings.Join(a.Taints, ", "))
 	}
@@ -212,6 +212,13 @@ func describe(a provider.Applied) string {
 		parts = append(parts, "image "+a.Image)
 	}
 	return strings.Join(parts, ", ")
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // image is the image the cloud reports for the node's machine, "" when the
