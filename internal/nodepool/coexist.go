@@ -55,7 +55,6 @@ const (
 	// considers removing.
 	taintCAToBeDeleted     = "ToBeDeletedByClusterAutoscaler"
 	taintCADeletionCand    = "DeletionCandidateOfClusterAutoscaler"
-	annotationCADisabled   = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 	labelClusterAutoscaler = "app.kubernetes.io/name"
 )
 
@@ -105,7 +104,7 @@ func tallyNodes(pools []v1alpha1.NodePool, nodes []corev1.Node, ca bool) map[str
 		}
 		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintCAToBeDeleted || t.Key == taintCADeletionCand }) {
 			t.caTainted = append(t.caTainted, n.Name)
-		} else if ca && pool.Consolidates() && n.Annotations[annotationCADisabled] != "true" {
+		} else if ca && pool.Consolidates() && n.Annotations[provider.AnnotationScaleDownDisabled] != "true" {
 			t.caExposed = append(t.caExposed, n.Name)
 		}
 	}
@@ -134,12 +133,12 @@ func (t *tally) findings(p *v1alpha1.NodePool) []doctor.Finding {
 	if len(t.caTainted) > 0 {
 		warn(CodeClusterAutoscaler, fmt.Sprintf("cluster-autoscaler is removing or considering %d of the pool's nodes (%s, tainted %s or %s): it drains outside sluice's budgets",
 			len(t.caTainted), names(t.caTainted), taintCAToBeDeleted, taintCADeletionCand),
-			"turn cluster-autoscaler's scale-down off for the pool's group (its node-group options), or annotate the nodes "+annotationCADisabled+"=true")
+			"turn cluster-autoscaler's scale-down off for the pool's group (its node-group options), or annotate the nodes "+provider.AnnotationScaleDownDisabled+"=true")
 	}
 	if len(t.caExposed) > 0 {
 		warn(CodeClusterAutoscaler, fmt.Sprintf("cluster-autoscaler runs and may scale down %d node(s) of a pool sluice consolidates (%s): the two would remove nodes by different rules",
 			len(t.caExposed), names(t.caExposed)),
-			"annotate them "+annotationCADisabled+"=true (sluice does so for every node it registers), or turn consolidation off for the pool (consolidateAfter: Never)")
+			"annotate them "+provider.AnnotationScaleDownDisabled+"=true (sluice does so for every node it registers), or turn consolidation off for the pool (consolidateAfter: Never)")
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
@@ -31,7 +32,7 @@ func TestCoexistence(t *testing.T) {
 	}
 	onTime := func(n *corev1.Node) { n.Annotations[contract.AnnotationRegistered] = `{"at":"2026-11-27T12:00:00Z"}` }
 	karpenter := func(n *corev1.Node) { n.Labels["karpenter.sh/nodepool"] = "default" }
-	optedOut := func(n *corev1.Node) { n.Annotations[annotationCADisabled] = "true" }
+	optedOut := func(n *corev1.Node) { n.Annotations[provider.AnnotationScaleDownDisabled] = "true" }
 	caTaint := func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "DeletionCandidateOfClusterAutoscaler", Value: "1764244800", Effect: corev1.TaintEffectPreferNoSchedule})
 	}

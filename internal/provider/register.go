@@ -11,10 +11,10 @@ import (
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
-// annotationScaleDownDisabled is cluster-autoscaler's: a node carrying it
+// AnnotationScaleDownDisabled is cluster-autoscaler's: a node carrying it
 // "true" is never scaled down by it. sluice sets it on the nodes of a pool it
 // consolidates, so the two never take the same node.
-const annotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+const AnnotationScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
 // Applied is what registration gave a Node, kept on it as
 // contract.AnnotationRegistered: the fields sluice owns there.
@@ -96,7 +96,7 @@ func Apply(n *corev1.Node, pool *v1alpha1.NodePool, image string, now time.Time)
 		a.Image = image
 	}
 	if pool.Consolidates() {
-		n.Annotations[annotationScaleDownDisabled] = "true"
+		n.Annotations[AnnotationScaleDownDisabled] = "true"
 	}
 	b, err := json.Marshal(a)
 	if err != nil { // strings and a time always marshal

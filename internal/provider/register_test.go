@@ -79,7 +79,7 @@ func TestApply(t *testing.T) {
 			if n.Annotations[contract.AnnotationImage] != tt.image {
 				t.Errorf("image annotation %q, want %q", n.Annotations[contract.AnnotationImage], tt.image)
 			}
-			if got := n.Annotations[annotationScaleDownDisabled] == "true"; got != tt.autoscaler {
+			if got := n.Annotations[AnnotationScaleDownDisabled] == "true"; got != tt.autoscaler {
 				t.Errorf("cluster-autoscaler scale-down-disabled = %v, want %v (sluice consolidates the pool: %v)", got, tt.autoscaler, tt.autoscaler)
 			}
 		})

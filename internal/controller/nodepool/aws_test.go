@@ -40,14 +40,7 @@ func TestAnAutoScalingGroupPoolDriftsThroughTheProvider(t *testing.T) {
 	// The group's launch template registers its nodes with the pool's
 	// selector (an EKS user data's --node-labels); nothing else of the pool.
 	m.Group(t, group, "m5.large", 4, mototest.WithNodeLabels(s.selector))
-	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAWSASG: awsasg.New(m.EC2, m.ASG, clock.RealClock{})}, clock.RealClock{})
-	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAWSASG,
-		AWS: &v1alpha1.AWSProviderSpec{AutoScalingGroups: []v1alpha1.AutoScalingGroup{{Name: group}}}})
-	go s.kubelet(ctx, t, "ec2", func(ctx context.Context, reg map[string]bool) error { return s.registerInstances(ctx, m, group, reg) })
-	if _, err := m.ASG.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(2)}); err != nil {
-		t.Fatal(err)
-	}
-	before := s.waitNodes(t, 2, time.Minute)
+	before := s.groupPool(t, m, group, 2)
 	_, launched := m.Desired(t, group)
 	s.start(t)
 
@@ -105,10 +98,13 @@ func (s *scene) driftMidRollout(t *testing.T, before []string) []string {
 		}
 		return true, nil
 	})
+	// Settled means it stays so: for 10 s no machine may be asked for,
+	// looked at every 200 ms so that the first request fails the test.
 	asked := s.creates.Load()
-	time.Sleep(10 * time.Second) // nothing may happen: no condition to poll for
-	if now := s.creates.Load(); now != asked {
-		t.Errorf("%d machines asked for in the 10 s after the pool settled: replacements are drifted at birth", now-asked)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if now := s.creates.Load(); now != asked {
+			t.Fatalf("%d machine(s) asked for after the pool settled: replacements are drifted at birth", now-asked)
+		}
 	}
 	if p := s.pool(t); p.Status.Drifted != 0 {
 		t.Errorf("status.drifted = %d after the rollout, want 0", p.Status.Drifted)
@@ -174,6 +170,21 @@ func (s *scene) kubelet(ctx context.Context, t *testing.T, cloud string, registe
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+// groupPool makes the scene's pool of the Auto Scaling group in moto, made
+// by the aws-asg provider, plays the group's kubelets until the test ends,
+// has the group launch n instances of its own, and returns their Nodes.
+func (s *scene) groupPool(t *testing.T, m *mototest.Server, group string, n int32) []string {
+	t.Helper()
+	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAWSASG: awsasg.New(m.EC2, m.ASG, clock.RealClock{})}, clock.RealClock{})
+	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAWSASG,
+		AWS: &v1alpha1.AWSProviderSpec{AutoScalingGroups: []v1alpha1.AutoScalingGroup{{Name: group}}}})
+	go s.kubelet(ctx, t, "ec2", func(ctx context.Context, reg map[string]bool) error { return s.registerInstances(ctx, m, group, reg) })
+	if _, err := m.ASG.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(n)}); err != nil {
+		t.Fatal(err)
+	}
+	return s.waitNodes(t, int(n), time.Minute)
 }
 
 // registerInstances plays the kubelets of the group's instances: each

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +17,6 @@ import (
 
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider"
-	"github.com/sluice-dev/sluice/internal/provider/awsasg"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg/mototest"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss/azuretest"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -40,14 +38,7 @@ func TestAnAutoScalingGroupPoolUpgradesItsImage(t *testing.T) {
 		t.Fatalf("moto's images: %v", err)
 	}
 	next := aws.ToString(images.Images[1].ImageId) // the launch template boots the first
-	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAWSASG: awsasg.New(m.EC2, m.ASG, clock.RealClock{})}, clock.RealClock{})
-	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAWSASG,
-		AWS: &v1alpha1.AWSProviderSpec{AutoScalingGroups: []v1alpha1.AutoScalingGroup{{Name: group}}}})
-	go s.kubelet(ctx, t, "ec2", func(ctx context.Context, reg map[string]bool) error { return s.registerInstances(ctx, m, group, reg) })
-	if _, err := m.ASG.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(3)}); err != nil {
-		t.Fatal(err)
-	}
-	before := s.waitNodes(t, 3, time.Minute)
+	before := s.groupPool(t, m, group, 3)
 
 	s.upgradeCloudPool(t, before, next)
 	desired, members := m.Desired(t, group)

@@ -50,7 +50,6 @@ type Reconciler struct {
 	clock    clock.PassiveClock
 	machines Machines
 	opts     Options
-	nodes    *prometheus.CounterVec
 }
 
 // indexReplacement maps a Node with a disruption record to its
@@ -62,6 +61,11 @@ const indexReplacement = "registration.replacement"
 // again (a pool may be created for it).
 const unclaimedRetry = time.Minute
 
+// registered counts the Nodes registered, by pool and how they joined.
+var registered = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_registration_nodes_total",
+	Help: "New nodes given their pool's template, by pool and how they joined (tainted: with " + contract.TaintUnregistered + "; late: without it, so pods may have landed first)."},
+	[]string{"pool", "joined"})
+
 // New returns the controller; SetupWithManager registers it.
 func New(kube client.Client, clk clock.PassiveClock, machines Machines, opts Options) *Reconciler {
 	if opts.Log == nil {
@@ -70,27 +74,11 @@ func New(kube client.Client, clk clock.PassiveClock, machines Machines, opts Opt
 	if opts.Recorder == nil {
 		opts.Recorder = &record.FakeRecorder{}
 	}
-	r := &Reconciler{kube: kube, clock: clk, machines: machines, opts: opts,
-		nodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_registration_nodes_total",
-			Help: "New nodes given their pool's template, by pool and how they joined (tainted: with " + contract.TaintUnregistered + "; late: without it, so pods may have landed first)."},
-			[]string{"pool", "joined"})}
 	if opts.Registry != nil {
-		if err := opts.Registry.Register(r.nodes); err != nil {
-			var dup prometheus.AlreadyRegisteredError
-			if ok := asAlreadyRegistered(err, &dup); ok {
-				r.nodes = dup.ExistingCollector.(*prometheus.CounterVec)
-			}
-		}
+		// One counter for every registry (a test runs several controllers).
+		_ = opts.Registry.Register(registered)
 	}
-	return r
-}
-
-func asAlreadyRegistered(err error, dup *prometheus.AlreadyRegisteredError) bool {
-	e, ok := err.(prometheus.AlreadyRegisteredError) //nolint:errorlint // prometheus returns the value type
-	if ok {
-		*dup = e
-	}
-	return ok
+	return &Reconciler{kube: kube, clock: clk, machines: machines, opts: opts}
 }
 
 // SetupWithManager watches Nodes that arrive, or change their taints, their
@@ -198,7 +186,7 @@ func (r *Reconciler) register(ctx context.Context, cached *corev1.Node, pool *v1
 	} else {
 		r.opts.Recorder.Eventf(n, corev1.EventTypeNormal, "Registered", "given pool %s's template (%s)", pool.Name, what)
 	}
-	r.nodes.WithLabelValues(pool.Name, joined).Inc()
+	registered.WithLabelValues(pool.Name, joined).Inc()
 	r.opts.Log.Info("node registered", "node", n.Name, "pool", pool.Name, "late", a.Late, "labels", len(a.Labels), "taints", len(a.Taints), "image", a.Image)
 	return nil
 }
