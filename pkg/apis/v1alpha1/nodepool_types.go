@@ -212,7 +212,7 @@ const (
 
 // ProviderName names what creates and deletes a pool's machines.
 //
-// +kubebuilder:validation:Enum=kwok;none;aws-asg;azure-vmss
+// +kubebuilder:validation:Enum=kwok;none;aws-asg;azure-vmss;aks-agentpool;gcp-mig
 type ProviderName string
 
 // Providers.
@@ -221,6 +221,8 @@ const (
 	ProviderNone      ProviderName = "none"
 	ProviderAWSASG    ProviderName = "aws-asg"
 	ProviderAzureVMSS ProviderName = "azure-vmss"
+	ProviderAKS       ProviderName = "aks-agentpool"
+	ProviderGCPMIG    ProviderName = "gcp-mig"
 )
 
 // ProviderSpec picks the pool's provider and holds its settings.
@@ -230,8 +232,13 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.name != 'aws-asg' || has(self.aws)",message="provider.name aws-asg needs provider.aws.autoScalingGroups: the groups the pool's machines belong to"
 // +kubebuilder:validation:XValidation:rule="!has(self.azure) || self.name == 'azure-vmss'",message="provider.azure is the azure-vmss provider's settings: set it only with provider.name azure-vmss"
 // +kubebuilder:validation:XValidation:rule="self.name != 'azure-vmss' || has(self.azure)",message="provider.name azure-vmss needs provider.azure: the subscription, resource group and scale sets the pool's machines belong to"
+// +kubebuilder:validation:XValidation:rule="!has(self.aks) || self.name == 'aks-agentpool'",message="provider.aks is the aks-agentpool provider's settings: set it only with provider.name aks-agentpool"
+// +kubebuilder:validation:XValidation:rule="self.name != 'aks-agentpool' || has(self.aks)",message="provider.name aks-agentpool needs provider.aks: the subscription, resource group, cluster and agent pool the pool's machines belong to"
+// +kubebuilder:validation:XValidation:rule="!has(self.gcp) || self.name == 'gcp-mig'",message="provider.gcp is the gcp-mig provider's settings: set it only with provider.name gcp-mig"
+// +kubebuilder:validation:XValidation:rule="self.name != 'gcp-mig' || has(self.gcp)",message="provider.name gcp-mig needs provider.gcp: the project and managed instance groups the pool's machines belong to"
 type ProviderSpec struct {
-	// Name is the provider: kwok, aws-asg, azure-vmss or none.
+	// Name is the provider: kwok, aws-asg, azure-vmss, aks-agentpool,
+	// gcp-mig or none.
 	//
 	// +optional
 	// +kubebuilder:default=none
@@ -256,6 +263,90 @@ type ProviderSpec struct {
 	//
 	// +optional
 	Azure *AzureProviderSpec `json:"azure,omitempty"`
+
+	// AKS holds the settings of the aks-agentpool provider: the AKS agent
+	// pool the pool's machines belong to, changed through the AKS API.
+	// Credentials are the controller's (azidentity's default chain).
+	//
+	// +optional
+	AKS *AKSProviderSpec `json:"aks,omitempty"`
+
+	// GCP holds the settings of the gcp-mig provider: the Compute Engine
+	// managed instance groups the pool's machines belong to. Credentials
+	// are the controller's (Application Default Credentials).
+	//
+	// +optional
+	GCP *GCPProviderSpec `json:"gcp,omitempty"`
+}
+
+// AKSProviderSpec maps a pool onto one agent pool of an AKS cluster.
+type AKSProviderSpec struct {
+	// SubscriptionID of the cluster.
+	//
+	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	SubscriptionID string `json:"subscriptionID"`
+
+	// ResourceGroup of the managed cluster (the cluster's own, not its
+	// node resource group MC_...).
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=90
+	ResourceGroup string `json:"resourceGroup"`
+
+	// Cluster is the managed cluster's name.
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Cluster string `json:"cluster"`
+
+	// AgentPool is the agent pool's name (az aks nodepool list). sluice
+	// must be its only writer of count: no cluster autoscaler on it.
+	//
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9]{0,11}$`
+	AgentPool string `json:"agentPool"`
+}
+
+// GCPProviderSpec maps a pool onto Compute Engine managed instance groups
+// that no GKE node pool owns.
+type GCPProviderSpec struct {
+	// Project of the groups.
+	//
+	// +kubebuilder:validation:Pattern=`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`
+	Project string `json:"project"`
+
+	// InstanceGroups the pool's machines belong to: one regional group,
+	// or zonal groups (one per zone or machine type). A new machine goes to
+	// the first group whose machine type the template allows and whose zone
+	// has capacity.
+	//
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=map
+	// +listMapKey=name
+	InstanceGroups []InstanceGroup `json:"instanceGroups"`
+}
+
+// InstanceGroup is one managed instance group of a pool: zonal (zone) or
+// regional (region).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.zone) != has(self.region)",message="an instance group is zonal or regional: set zone or region, not both"
+type InstanceGroup struct {
+	// Name of the group.
+	//
+	// +kubebuilder:validation:Pattern=`^[a-z][-a-z0-9]{0,61}[a-z0-9]?$`
+	Name string `json:"name"`
+
+	// Zone of a zonal group, such as europe-west1-b.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+
+	// Region of a regional group, such as europe-west1.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Region string `json:"region,omitempty"`
 }
 
 // AzureProviderSpec maps a pool onto Azure VM scale sets (an AKS node pool
