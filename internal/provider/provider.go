@@ -49,6 +49,17 @@ type RegistrationChecker interface {
 	CheckRegistration(ctx context.Context, pool *v1alpha1.NodePool) (string, error)
 }
 
+// TemplateChecker is a provider whose cloud, not sluice, gives a new
+// machine's kubelet its labels and taints (an AKS agent pool's nodeLabels
+// and nodeTaints). sluice does not fight the cloud over them: it reports
+// where they differ from the pool's template.
+type TemplateChecker interface {
+	// CheckTemplate says how the labels and taints the cloud gives the
+	// pool's new machines differ from the pool's template (one line, for
+	// a condition), "" when they agree.
+	CheckTemplate(ctx context.Context, pool *v1alpha1.NodePool) (string, error)
+}
+
 // ErrCannotTell is what CheckRegistration wraps when the cloud does not
 // show how a machine's kubelet registers.
 var ErrCannotTell = errors.New("the cloud does not show how its machines register")
