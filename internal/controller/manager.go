@@ -184,6 +184,10 @@ func (noMachines) CheckRegistration(_ context.Context, pool *v1alpha1.NodePool) 
 	return "", provider.NotEnabled(pool.Spec.Provider.Name)
 }
 
+func (noMachines) CheckTemplate(_ context.Context, pool *v1alpha1.NodePool) (string, error) {
+	return "", provider.NotEnabled(pool.Spec.Provider.Name)
+}
+
 // setLogger hands controller-runtime sluice's logger once per process.
 var setLogger sync.Once
 

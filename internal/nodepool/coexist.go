@@ -27,6 +27,10 @@ const (
 	ReasonTaintMissing = "TaintMissing"
 	// ReasonCannotTell: the cloud does not show it (an AKS node pool's set).
 	ReasonCannotTell = "CannotTell"
+	// ReasonTemplateDiffers: they join with the taint, but the cloud gives
+	// them labels or taints other than the pool's template (an AKS agent
+	// pool's own); the message names the difference.
+	ReasonTemplateDiffers = "TemplateDiffers"
 	// ReasonCheckFailed: the cloud could not be asked.
 	ReasonCheckFailed = "CheckFailed"
 )
@@ -151,6 +155,10 @@ func RegistrationFix(p v1alpha1.ProviderName) string {
 		return "use an AL2023 (nodeadm) launch template, to which sluice adds the taint, or add " + flag + " to the kubelet's flags in the launch template's user data (docs/providers.md#registration)"
 	case v1alpha1.ProviderAzureVMSS:
 		return "on AKS: az aks nodepool update --node-initialization-taints " + contract.TaintUnregistered + "=true:NoExecute; on a self-managed scale set: add " + flag + " to the kubelet's flags in the model's user data (docs/providers.md#registration)"
+	case v1alpha1.ProviderAKS:
+		return "az aks nodepool update --node-initialization-taints " + contract.TaintUnregistered + "=true:NoExecute (docs/providers.md#registration)"
+	case v1alpha1.ProviderGCPMIG:
+		return "add " + flag + " to the kubelet's flags in the instance template's metadata (its startup script or kube-env), as a new template the group uses (docs/providers.md#registration)"
 	}
 	return "add " + flag + " to the kubelet's flags of the pool's machines (docs/providers.md#registration)"
 }

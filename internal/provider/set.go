@@ -95,6 +95,21 @@ func (m *Machines) CheckRegistration(ctx context.Context, pool *v1alpha1.NodePoo
 	return c.CheckRegistration(ctx, pool)
 }
 
+// CheckTemplate asks the pool's provider how the labels and taints its
+// cloud gives new machines differ from the pool's template
+// (TemplateChecker); "" when they agree or the provider leaves them to
+// sluice.
+func (m *Machines) CheckTemplate(ctx context.Context, pool *v1alpha1.NodePool) (string, error) {
+	p, ok := m.set.For(pool)
+	if !ok {
+		return "", NotEnabled(pool.Spec.Provider.Name)
+	}
+	if c, ok := p.(TemplateChecker); ok {
+		return c.CheckTemplate(ctx, pool)
+	}
+	return "", nil
+}
+
 // MachineName is the name of the machine a Node is, as far as the Node
 // itself says: the controller's contract.AnnotationMachine when it wrote one
 // (the cloud named the Node), else the Node's own name (the kwok provider

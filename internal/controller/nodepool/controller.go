@@ -59,6 +59,9 @@ type Machines interface {
 	// the unregistered taint ("" when they will not; errors wrapping
 	// provider.ErrCannotTell when the cloud does not show it).
 	CheckRegistration(ctx context.Context, pool *v1alpha1.NodePool) (string, error)
+	// CheckTemplate says how the labels and taints the cloud gives the
+	// pool's new machines differ from its template ("" when they agree).
+	CheckTemplate(ctx context.Context, pool *v1alpha1.NodePool) (string, error)
 }
 
 // Options configure the controller.

@@ -188,4 +188,8 @@ func (planMachines) CheckRegistration(context.Context, *v1alpha1.NodePool) (stri
 	return "", errPlanOnly
 }
 
+func (planMachines) CheckTemplate(context.Context, *v1alpha1.NodePool) (string, error) {
+	return "", errPlanOnly
+}
+
 var errPlanOnly = errors.New("a plan asks no provider for anything")

@@ -58,8 +58,30 @@ func (c *Controller) registrationCondition(ctx context.Context, pool *v1alpha1.N
 		cond.Status, cond.Reason = metav1.ConditionTrue, pools.ReasonTainted
 		cond.Message = "new machines join with the " + contract.TaintUnregistered + " taint and take pods once they have the pool's template"
 	}
+	if cond.Status != metav1.ConditionUnknown {
+		if diff, err := c.machines.CheckTemplate(ctx, pool); err != nil {
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, pools.ReasonCheckFailed, "reading the labels and taints the cloud gives the pool's machines: "+err.Error()
+			until = now.Add(registrationRetry)
+		} else if diff != "" {
+			templateDiffers(&cond, diff)
+		}
+	}
 	c.mu.Lock()
 	c.registration[pool.Name] = registrationCheck{generation: pool.Generation, until: until, cond: cond}
 	c.mu.Unlock()
 	return cond, true
+}
+
+// templateDiffers reports that the cloud gives the pool's machines labels or
+// taints of its own that the template does not have (an AKS agent pool's):
+// sluice registers the template on top, and does not remove what the cloud
+// put there, so the template is what should change.
+func templateDiffers(cond *metav1.Condition, diff string) {
+	msg := "the cloud gives new machines labels and taints of its own that differ from the pool's template: " + diff +
+		"; sluice adds the template's at registration and removes none of the cloud's: make the two agree"
+	if cond.Status == metav1.ConditionFalse {
+		cond.Message += "; " + msg
+		return
+	}
+	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, pools.ReasonTemplateDiffers, msg
 }
