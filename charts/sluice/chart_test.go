@@ -112,7 +112,7 @@ func TestChartLints(t *testing.T) {
 	for v, bin := range helms(t) {
 		t.Run(v, func(t *testing.T) {
 			helmWith(t, bin, "lint", "--strict", ".")
-			helmWith(t, bin, "lint", "--strict", ".", "--set", "controller.providers={aws-asg,azure-vmss}", "--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice")
+			helmWith(t, bin, "lint", "--strict", ".", "--set", "controller.providers={aws-asg,azure-vmss,aks-agentpool,gcp-mig}", "--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice")
 		})
 	}
 }
@@ -126,22 +126,24 @@ func TestDefaultsTurnNoProviderOn(t *testing.T) {
 			t.Errorf("default controller argument %s", a)
 		}
 	}
-	if _, ok := objs["Role/sluice-controller-azure-vmss"]; ok {
-		t.Error("the azure-vmss claims Role is rendered without the provider")
+	for _, p := range []string{"azure-vmss", "aks-agentpool"} {
+		if _, ok := objs["Role/sluice-controller-"+p]; ok {
+			t.Errorf("the %s claims Role is rendered without the provider", p)
+		}
 	}
 }
 
 // Each cloud is turned on from values: the providers, the queue, workload
 // identity's pod label and service account annotation, and the claims'
-// Role only with azure-vmss.
+// Roles only with azure-vmss and aks-agentpool (gcp-mig keeps none).
 func TestValuesTurnEachCloudOn(t *testing.T) {
 	objs := objects(t, helm(t, "template", "sluice", ".", "-n", "sluice-system",
-		"--set", "controller.providers={aws-asg,azure-vmss}",
+		"--set", "controller.providers={aws-asg,azure-vmss,aks-agentpool,gcp-mig}",
 		"--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice",
 		"--set", `controller.podLabels.azure\.workload\.identity/use=true`,
 		"--set", `controller.serviceAccountAnnotations.azure\.workload\.identity/client-id=0f1e2d3c`))
 	args := controllerArgs(t, objs)
-	for _, want := range []string{"--providers=aws-asg,azure-vmss", "--aws-queue-url=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice"} {
+	for _, want := range []string{"--providers=aws-asg,azure-vmss,aks-agentpool,gcp-mig", "--aws-queue-url=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("controller args %v lack %s", args, want)
 		}
@@ -152,16 +154,21 @@ func TestValuesTurnEachCloudOn(t *testing.T) {
 	if got := at(objs["ServiceAccount/sluice-controller"], "metadata", "annotations", "azure.workload.identity/client-id"); got != "0f1e2d3c" {
 		t.Errorf("service account annotation = %v", got)
 	}
-	rules := at(objs["Role/sluice-controller-azure-vmss"], "rules")
-	want := []any{
-		map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"create"}},
-		map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"sluice-azure-vmss-claims"}, "verbs": []any{"get", "update"}},
+	for _, p := range []string{"azure-vmss", "aks-agentpool"} {
+		rules := at(objs["Role/sluice-controller-"+p], "rules")
+		want := []any{
+			map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"create"}},
+			map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"sluice-" + p + "-claims"}, "verbs": []any{"get", "update"}},
+		}
+		if !reflect.DeepEqual(rules, want) {
+			t.Errorf("%s Role rules = %v, want %v", p, rules, want)
+		}
+		if subj := at(objs["RoleBinding/sluice-controller-"+p], "subjects"); subj == nil {
+			t.Errorf("no RoleBinding for the %s Role", p)
+		}
 	}
-	if !reflect.DeepEqual(rules, want) {
-		t.Errorf("azure-vmss Role rules = %v, want %v", rules, want)
-	}
-	if subj := at(objs["RoleBinding/sluice-controller-azure-vmss"], "subjects"); subj == nil {
-		t.Error("no RoleBinding for the azure-vmss Role")
+	if _, ok := objs["Role/sluice-controller-gcp-mig"]; ok {
+		t.Error("a gcp-mig Role is rendered; the provider keeps nothing in the cluster")
 	}
 }
 

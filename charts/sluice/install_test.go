@@ -61,7 +61,7 @@ func TestRenderedChartPassesAServerSideDryRun(t *testing.T) {
 	for name, values := range map[string][]string{
 		"defaults": nil,
 		"every option": {
-			"--set", "controller.providers={kwok,aws-asg,azure-vmss}",
+			"--set", "controller.providers={kwok,aws-asg,azure-vmss,aks-agentpool,gcp-mig}",
 			"--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice",
 			"--set", `controller.podLabels.azure\.workload\.identity/use=true`,
 			"--set", `controller.serviceAccountAnnotations.eks\.amazonaws\.com/role-arn=arn:aws:iam::123456789012:role/sluice`,
@@ -85,7 +85,8 @@ func TestRenderedChartPassesAServerSideDryRun(t *testing.T) {
 		want := []string{"deployment.apps/sluice-controller", "daemonset.apps/sluice-agent"}
 		if values != nil {
 			want = append(want, "servicemonitor.monitoring.coreos.com/sluice-controller", "podmonitor.monitoring.coreos.com/sluice-agent",
-				"prometheusrule.monitoring.coreos.com/sluice", "configmap/sluice-grafana-dashboard", "role.rbac.authorization.k8s.io/sluice-controller-azure-vmss")
+				"prometheusrule.monitoring.coreos.com/sluice", "configmap/sluice-grafana-dashboard", "role.rbac.authorization.k8s.io/sluice-controller-azure-vmss",
+				"role.rbac.authorization.k8s.io/sluice-controller-aks-agentpool")
 		}
 		for _, kind := range want {
 			if !strings.Contains(out, kind) {
