@@ -90,6 +90,8 @@ type Provider struct {
 type clients struct {
 	sets *armcompute.VirtualMachineScaleSetsClient
 	vms  *armcompute.VirtualMachineScaleSetVMsClient
+	// machines are standard VMs: a Flexible set's.
+	machines *armcompute.VirtualMachinesClient
 }
 
 // New returns a provider calling Azure with cred (azidentity's default chain
@@ -132,7 +134,7 @@ func (p *Provider) clientsFor(subscription string) (*clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure clients for subscription %s: %w", subscription, err)
 	}
-	c := &clients{sets: f.NewVirtualMachineScaleSetsClient(), vms: f.NewVirtualMachineScaleSetVMsClient()}
+	c := &clients{sets: f.NewVirtualMachineScaleSetsClient(), vms: f.NewVirtualMachineScaleSetVMsClient(), machines: f.NewVirtualMachinesClient()}
 	p.clients[subscription] = c
 	return c, nil
 }
@@ -174,9 +176,15 @@ func (p *Provider) deleteInstance(ctx context.Context, cl *clients, r ref, id st
 // gone (or never made) is no error. A deletion Azure fails keeps the claim,
 // so asking again deletes it.
 func (p *Provider) Delete(ctx context.Context, name string) error {
+	if v, ok := parseVMName(name); ok {
+		return p.removeVM(ctx, v, name, false)
+	}
 	r, id, c, err := p.locate(ctx, name)
 	if err != nil || r == nil {
 		return err
+	}
+	if c != nil && c.Flexible {
+		return p.removeVM(ctx, vmRefOf(c), name, true)
 	}
 	cl, err := p.clientsFor(r.subscription)
 	if err != nil {
@@ -246,12 +254,18 @@ func (p *Provider) locate(ctx context.Context, name string) (*ref, string, *Clai
 
 // Get returns the machine named name.
 func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, error) {
+	if v, ok := parseVMName(name); ok {
+		return p.getVM(ctx, v, name, "")
+	}
 	r, id, c, err := p.locate(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if r == nil {
 		return nil, fmt.Errorf("machine %s: %w", name, provider.ErrNotFound)
+	}
+	if c != nil && c.Flexible {
+		return p.getVM(ctx, vmRefOf(c), name, c.Pool)
 	}
 	cl, err := p.clientsFor(r.subscription)
 	if err != nil {
@@ -281,9 +295,18 @@ func (p *Provider) List(ctx context.Context, pool string) ([]*provider.Machine, 
 	if err != nil {
 		return nil, err
 	}
-	var out []*provider.Machine
+	var flexible []*Claim
 	for _, c := range all {
-		if c.Pool != pool {
+		if c.Pool == pool && c.Flexible {
+			flexible = append(flexible, c)
+		}
+	}
+	out, err := p.listVMs(ctx, flexible)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range all {
+		if c.Pool != pool || c.Flexible {
 			continue
 		}
 		m, err := p.Get(ctx, c.Machine)
@@ -306,18 +329,22 @@ const namePrefix = "azure-vmss/"
 // case (cloud-provider-azure lowercases the resource group).
 var providerIDPattern = regexp.MustCompile(`(?i)^azure:///subscriptions/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/resourceGroups/([-\w.()]{1,90})/providers/Microsoft\.Compute/virtualMachineScaleSets/([-\w.]{1,64})/virtualMachines/([0-9]{1,10})$`)
 
-// NameOf is the machine name of a Node on a scale set,
-// "azure-vmss/<subscription>/<resource group>/<scale set>/<instance ID>",
-// from its providerID, so that a Node the pool had before sluice can be
-// deleted through its set too; "" when the providerID is not a scale set
-// instance's. The controller prefers the machine name it noted on a Node it
-// asked for (sluice.dev/machine).
+// NameOf is the machine name of a Node on a scale set, from its
+// providerID, so that a Node the pool had before sluice can be deleted
+// through its set too: "azure-vmss/<subscription>/<resource group>/<scale
+// set>/<instance ID>" for a Uniform set's instance,
+// "azure-vmss/<subscription>/<resource group>/<VM name>" for a standard VM
+// (a Flexible set's, which Get and Delete check it still is); "" for any
+// other providerID. The controller prefers the machine name it noted on a
+// Node it asked for (sluice.dev/machine).
 func (p *Provider) NameOf(n *corev1.Node) string {
-	m := providerIDPattern.FindStringSubmatch(n.Spec.ProviderID)
-	if m == nil {
-		return ""
+	if m := providerIDPattern.FindStringSubmatch(n.Spec.ProviderID); m != nil {
+		return namePrefix + strings.Join(m[1:], "/")
 	}
-	return namePrefix + strings.Join(m[1:], "/")
+	if m := vmProviderIDPattern.FindStringSubmatch(n.Spec.ProviderID); m != nil {
+		return namePrefix + strings.Join(m[1:], "/")
+	}
+	return ""
 }
 
 func parseName(name string) (ref, string, bool) {

@@ -406,7 +406,6 @@ func TestThrottledPastTheRetriesIsRetryable(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	w := newWorld()
 	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 1)
-	w.cloud.AddFlexibleSet("aks-flex-vmss", "Standard_D4s_v5")
 	p := w.provider(3)
 	for _, tt := range []struct {
 		name string
@@ -414,7 +413,6 @@ func TestRefusals(t *testing.T) {
 		want string
 	}{
 		{"no such set", pool("web", "aks-nope-vmss"), provider.CodeInvalidTemplate},
-		{"flexible orchestration", pool("web", "aks-flex-vmss"), provider.CodeInvalidTemplate},
 		{"no settings", &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, provider.CodeInvalidTemplate},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -442,7 +440,10 @@ func TestNameOf(t *testing.T) {
 		strings.ToLower(base) + "3": "azure-vmss/" + azuretest.Subscription + "/mc_rg_aks_westeurope/aks-web-vmss/3",
 		base + "12/extra":           "",
 		base + "x":                  "",
-		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/aks-web-0": "",
+		// A standard VM's: a Flexible set's, as far as a Node tells.
+		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/web-a1b2c": "azure-vmss/" + azuretest.Subscription + "/rg/web-a1b2c",
+		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/web-a1b2c/x": "",
+		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/disks/web-a1b2c":              "",
 		"aws:///us-east-1a/i-0123456789abcdef0": "",
 		"":                                      "",
 	} {

@@ -34,9 +34,13 @@ type Claim struct {
 	Capacity int64 `json:"capacity,omitempty"`
 	// InstanceID is the machine's instance, "" until the scale-out is
 	// seen; VMID is its vmId, which no other VM ever has.
-	InstanceID string    `json:"instanceID,omitempty"`
-	VMID       string    `json:"vmID,omitempty"`
-	Created    time.Time `json:"created"`
+	InstanceID string `json:"instanceID,omitempty"`
+	VMID       string `json:"vmID,omitempty"`
+	// Flexible marks the record of a Flexible set's VM, named Machine: it
+	// says where the VM is, nothing more (a VM is made by its name, so
+	// there is no instance to guess at).
+	Flexible bool      `json:"flexible,omitempty"`
+	Created  time.Time `json:"created"`
 }
 
 // Claims keeps the provider's claims. Implementations are safe for

@@ -37,7 +37,13 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 	if err != nil {
 		return nil, err
 	}
-	if c != nil {
+	if c != nil && c.Flexible {
+		m, err := p.resumeVM(ctx, c)
+		if err != nil || m != nil {
+			return m, err
+		}
+		// The recorded VM is not there: it is made now.
+	} else if c != nil {
 		m, err := p.resume(ctx, c, imageOfPool(pool))
 		if err != nil || m != nil {
 			return m, err
@@ -195,6 +201,10 @@ func (p *Provider) scaleOutIn(ctx context.Context, pool, name string, r ref, all
 	if len(allowed) > 0 && !slices.Contains(allowed, vmSize) || p.isUnavailable(size) {
 		return nil, size, nil
 	}
+	if isFlexible(set) {
+		m, err = p.createVM(ctx, cl, pool, name, r, image)
+		return m, size, err
+	}
 	if err := p.setImage(ctx, cl, r, set, image); err != nil {
 		return nil, size, err
 	}
@@ -265,10 +275,6 @@ func upgradeMode(set *armcompute.VirtualMachineScaleSet) armcompute.UpgradeMode 
 func usable(set *armcompute.VirtualMachineScaleSet, r ref) error {
 	if set.SKU == nil || set.SKU.Capacity == nil || set.SKU.Name == nil {
 		return fmt.Errorf("scale set %s: Azure answered without its sku", r)
-	}
-	if set.Properties != nil && set.Properties.OrchestrationMode != nil && *set.Properties.OrchestrationMode == armcompute.OrchestrationModeFlexible {
-		return &provider.Error{Code: provider.CodeInvalidTemplate,
-			Message: fmt.Sprintf("scale set %s uses Flexible orchestration; the azure-vmss provider supports Uniform scale sets (as AKS node pools are) only", r)}
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
-// Package azuretest is a resource group of Uniform VM scale sets for tests
-// of the azure-vmss provider: the Azure SDK's own fake servers
-// (armcompute/fake) over a model of the sets that behaves as Azure
-// documents it.
+// Package azuretest is a resource group of VM scale sets, Uniform and
+// Flexible, for tests of the azure-vmss provider: the Azure SDK's own fake
+// servers (armcompute/fake) over a model of the sets that behaves as Azure
+// documents it. Cloud's comment says what it models and what it
+// cannot show.
 package azuretest
 
 import (
@@ -31,7 +32,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Cloud is a resource group of Uniform VM scale sets behind the SDK's own
+// Cloud is a resource group of VM scale sets behind the SDK's own
 // fake servers (armcompute/fake), behaving as Azure documents it: raising a
 // set's sku.capacity adds instances with the next instance IDs (never
 // reused), DeleteInstances removes the named instances and lowers the
@@ -39,7 +40,8 @@ import (
 // with AllocationFailed yet leaves the instances it started in provisioning
 // state Failed, counted in the capacity (as cluster-autoscaler's Azure
 // provider has to clean up after), and a missing instance is a 404. Every
-// operation is a long-running one that answers 202 first. Requests can be
+// operation is a long-running one that answers 202 first (a new VM's PUT:
+// 201). Requests can be
 // throttled with a 429 and a Retry-After, in front of the fakes.
 //
 // Each set has a model (Model): the image and user data its new instances
@@ -48,14 +50,51 @@ import (
 // latestModelApplied false once the set's model changed, as a set whose
 // upgradePolicy.mode is Manual does (the fake never rolls a set, whatever
 // its mode).
+//
+// A set of Flexible orchestration (Model.Flexible) holds standard VMs
+// (Microsoft.Compute/virtualMachines), as
+// https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-orchestration-modes
+// has them:
+//
+//   - A PUT of a VM whose virtualMachineScaleSet.id names the set adds it
+//     to the set (virtual-machine-scale-sets-attach-detach-vm): the set
+//     must be Flexible (a Uniform one is refused with the message that page
+//     quotes), a zonal set takes VMs in one of its zones only and a
+//     regional set regional VMs only. The VM runs what its PUT says (its
+//     image, its user data), not what the set's model says. A PUT of a name
+//     that is there is an update: its tags change, its set or zone cannot
+//     (PropertyChangeNotAllowed). It answers 201 then polls to the VM; a
+//     VM Azure cannot place (FailScaleOut) ends the operation in that code
+//     and stays, provisioningState Failed.
+//   - A GET answers the VM with its resource ID, vmId, provisioningState
+//     and timeCreated, an image's exactVersion, its user data only with
+//     $expand=userData, never its adminPassword or customData; an unknown
+//     VM is a 404 ResourceNotFound.
+//   - The VM list of the resource group takes the filter
+//     'virtualMachineScaleSet/id' eq '<set id>' (VirtualMachinesClientListOptions)
+//     and answers in pages of two.
+//   - A DELETE removes the VM (202, then polled); one that is not there
+//     answers 204, as ARM's DELETE does.
+//   - The set's own scaling (AddInstance) makes VMs named
+//     <set>_<8 hex digits> from its model, without sluice's tag.
+//
+// What it cannot show: the network interfaces and disks a VM makes and
+// deletes with it (deleteOption), extensions, a set's autoscale or
+// scale-in policy deleting VMs, and whether Azure counts VMs added by name
+// in the set's sku.capacity: the fake answers the number of VMs in the set,
+// which Azure's documents do not state. The codes of its refusals of a bad
+// PUT (InvalidParameter, OperationNotAllowed for a Uniform set) are the
+// fake's: the pages quote the messages, not the codes.
 type Cloud struct {
 	clock clock.PassiveClock
 	mu    sync.Mutex
 	sets  map[string]*scaleSet // by lowercase name
 
-	// FailScaleOut are the error codes the next scale-outs fail with.
+	// FailScaleOut are the error codes the next scale-outs (a Flexible
+	// set's VM PUTs too) fail with.
 	FailScaleOut []string
-	// FailDelete are the error codes the next DeleteInstances fail with.
+	// FailDelete are the error codes the next DeleteInstances (or VM
+	// DELETEs) fail with.
 	FailDelete []string
 	// AfterScaleOut runs once a scale-out changed the set, before Azure
 	// answers.
@@ -85,22 +124,29 @@ type Request struct {
 	At     time.Time
 	Method string
 	Path   string
+	// Query is the request's raw query (api-version, $filter,
+	// forceDeletion).
+	Query  string
 	Status int
 }
 
 type scaleSet struct {
 	name, location, size string
 	flexible             bool
+	zones                []string // a Flexible set's
 	upgrade              armcompute.UpgradeMode
 	model                *model
 	next                 int
-	vms                  map[string]*vm
+	vms                  map[string]*vm // by instance ID; a Flexible set's by VM name
 }
 
 type vm struct {
 	id, vmID, state, zone string
 	created               time.Time
 	model                 *model // the set's when the instance was made
+	// put is a Flexible set's VM as its PUT made it (a VM the set's own
+	// scaling made: as its model says).
+	put *armcompute.VirtualMachine
 }
 
 // model is one version of a set's model; a change makes a new one, so an
@@ -141,6 +187,12 @@ type Model struct {
 	// returns (Kubelet then answers NodeLabels and NodeTaints, as AKS
 	// would from the node pool).
 	AKSManaged bool
+	// Flexible makes a set of Flexible orchestration (FlexibleSet says how
+	// it behaves); AKSManaged does not go with it (AKS does not use
+	// Flexible sets).
+	Flexible bool
+	// Zones are a Flexible set's zones; none is a regional set.
+	Zones []string
 }
 
 // AKSImage is the image a set's model has unless told: an AKS node image, a
@@ -172,12 +224,15 @@ func (c *Cloud) AddSet(name, size string, n int) {
 	c.AddSetWithModel(name, size, n, Model{})
 }
 
-// AddSetWithModel makes a Uniform scale set of the VM size with n instances
-// made from the model m.
+// AddSetWithModel makes a scale set of the VM size with n instances made
+// from the model m: Uniform, or Flexible when m says so (its n VMs are the
+// set's own, made from its model, not sluice's).
 func (c *Cloud) AddSetWithModel(name, size string, n int, m Model) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := &scaleSet{name: name, location: "westeurope", size: size, upgrade: m.UpgradeMode, model: newModel(m), vms: map[string]*vm{}}
+	m.AKSManaged = m.AKSManaged && !m.Flexible
+	s := &scaleSet{name: name, location: "westeurope", size: size, upgrade: m.UpgradeMode, model: newModel(m), vms: map[string]*vm{},
+		flexible: m.Flexible, zones: slices.Clone(m.Zones)}
 	if s.upgrade == "" {
 		s.upgrade = armcompute.UpgradeModeManual
 	}
@@ -188,13 +243,7 @@ func (c *Cloud) AddSetWithModel(name, size string, n int, m Model) {
 }
 
 func newModel(m Model) *model {
-	image := map[string]string{}
-	for k, v := range map[string]*string{"id": m.Image.ID, "publisher": m.Image.Publisher, "offer": m.Image.Offer, "sku": m.Image.SKU,
-		"version": m.Image.Version, "sharedGalleryImageId": m.Image.SharedGalleryImageID, "communityGalleryImageId": m.Image.CommunityGalleryImageID} {
-		if v != nil {
-			image[k] = *v
-		}
-	}
+	image := imageMap(&m.Image)
 	if len(image) == 0 {
 		image["id"] = AKSImage
 	}
@@ -239,12 +288,10 @@ func bootScript(labels map[string]string, taints []corev1.Taint) string {
 	return "#!/bin/bash\nset -euo pipefail\nexec " + strings.Join(args, " ") + "\n"
 }
 
-// AddFlexibleSet makes a scale set of Flexible orchestration.
+// AddFlexibleSet makes an empty regional scale set of Flexible
+// orchestration whose model is the zero Model's.
 func (c *Cloud) AddFlexibleSet(name, size string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sets[strings.ToLower(name)] = &scaleSet{name: name, location: "westeurope", size: size, flexible: true,
-		upgrade: armcompute.UpgradeModeManual, model: newModel(Model{}), vms: map[string]*vm{}}
+	c.AddSetWithModel(name, size, 0, Model{Flexible: true})
 }
 
 // AddInstance adds an instance to the set as its own scaling would (or a
@@ -256,6 +303,9 @@ func (c *Cloud) AddInstance(set string) {
 }
 
 func (s *scaleSet) add(state string, now time.Time) *vm {
+	if s.flexible {
+		return s.addOwnVM(state, now)
+	}
 	v := &vm{id: strconv.Itoa(s.next), vmID: fmt.Sprintf("00000000-0000-4000-8000-%012d", vmIDs.Add(1)),
 		state: state, zone: strconv.Itoa(s.next%3 + 1), created: now, model: s.model}
 	s.next++
@@ -272,7 +322,8 @@ func (s *scaleSet) ids() []string {
 	return out
 }
 
-// Instances are the set's instance IDs and their provisioning states.
+// Instances are the set's instance IDs (a Flexible set's VM names) and
+// their provisioning states.
 func (c *Cloud) Instances(set string) map[string]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -332,12 +383,20 @@ func (c *Cloud) setModel(s *scaleSet, userData bool) armcompute.VirtualMachineSc
 	if userData && s.model.userData != "" {
 		profile.UserData = to.Ptr(s.model.userData)
 	}
-	return armcompute.VirtualMachineScaleSet{
-		Name: to.Ptr(s.name), Location: to.Ptr(s.location),
+	set := armcompute.VirtualMachineScaleSet{
+		ID: to.Ptr(setID(s.name)), Name: to.Ptr(s.name), Location: to.Ptr(s.location), Type: to.Ptr("Microsoft.Compute/virtualMachineScaleSets"),
 		SKU: &armcompute.SKU{Name: to.Ptr(s.size), Tier: to.Ptr("Standard"), Capacity: to.Ptr(int64(len(s.vms)))},
 		Properties: &armcompute.VirtualMachineScaleSetProperties{OrchestrationMode: &mode,
 			UpgradePolicy: &armcompute.UpgradePolicy{Mode: to.Ptr(s.upgrade)}, VirtualMachineProfile: profile},
 	}
+	if s.flexible {
+		flexibleModel(s, &set)
+	}
+	return set
+}
+
+func setID(name string) string {
+	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s", Subscription, ResourceGroup, name)
 }
 
 // vmModel is the instance as GET and List answer it: its storageProfile is
@@ -418,6 +477,7 @@ func (c *Cloud) servers() *fake.ServerFactory {
 			BeginUpdate:          c.update,
 			BeginDeleteInstances: c.deleteInstances,
 		},
+		VirtualMachinesServer: c.vmServer(),
 		VirtualMachineScaleSetVMsServer: fake.VirtualMachineScaleSetVMsServer{
 			Get: func(_ context.Context, rg, name, id string, _ *armcompute.VirtualMachineScaleSetVMsClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachineScaleSetVMsClientGetResponse], errResp azfake.ErrorResponder) {
 				c.mu.Lock()
@@ -610,12 +670,12 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	scaleOut, err := changesCapacity(req)
+	scaleOut, err := scalesOut(req)
 	if err != nil {
 		return nil, err
 	}
 	t.c.mu.Lock()
-	r := Request{At: t.c.clock.Now(), Method: req.Method, Path: req.URL.Path}
+	r := Request{At: t.c.clock.Now(), Method: req.Method, Path: req.URL.Path, Query: req.URL.RawQuery}
 	if scaleOut && t.c.throttled == 0 && len(t.c.refusals) > 0 {
 		var refusal Refusal
 		refusal, t.c.refusals = t.c.refusals[0], t.c.refusals[1:]
@@ -701,8 +761,9 @@ func CoreQuotaExceeded() Refusal {
 		Message: "Operation results in exceeding quota limits of Core. Maximum allowed: 4, Current in use: 4, Additional requested: 4."}
 }
 
-// RefuseScaleOut makes the next PATCH that changes a set's sku.capacity be
-// refused as r says, with nothing changed.
+// RefuseScaleOut makes the next scale-out be refused as r says, with
+// nothing changed: a PATCH that changes a set's sku.capacity, or the PUT of
+// a VM (into a Flexible set).
 func (c *Cloud) RefuseScaleOut(r Refusal) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -720,9 +781,15 @@ func (r Refusal) response(req *http.Request) *http.Response {
 		Body: io.NopCloser(bytes.NewReader(body)), Request: req}
 }
 
-// changesCapacity says whether the request is a PATCH of a set's
-// sku.capacity, and leaves its body to be read again.
-func changesCapacity(req *http.Request) (bool, error) {
+// vmPath is a standard VM's path.
+var vmPath = regexp.MustCompile(`(?i)/providers/Microsoft\.Compute/virtualMachines/[^/]+$`)
+
+// scalesOut says whether the request adds a machine: the PUT of a VM, or a
+// PATCH of a set's sku.capacity. It leaves the body to be read again.
+func scalesOut(req *http.Request) (bool, error) {
+	if req.Method == http.MethodPut && vmPath.MatchString(req.URL.Path) {
+		return true, nil
+	}
 	if req.Method != http.MethodPatch || !setPath.MatchString(req.URL.Path) || req.Body == nil {
 		return false, nil
 	}
@@ -753,16 +820,27 @@ func (c *Cloud) Throttle(n, seconds int) {
 // instance or flags a kubelet would refuse to start with. (A kubelet adds
 // its own well-known labels, and cloud-node-manager the zone's; those are
 // not the model's.)
+//
+// A Flexible set's VM (instanceID is then its name) registers with what
+// the user data of its own PUT passes the kubelet: a VM is made from what
+// its PUT says, not from the set's model.
 func (c *Cloud) Kubelet(set, instanceID string) (labels map[string]string, taints []corev1.Taint, ok bool) {
 	c.mu.Lock()
 	s, found := c.sets[strings.ToLower(set)]
 	var m *model
-	if found && s.vms[instanceID] != nil {
-		m = s.vms[instanceID].model
+	var userData *string
+	if v := s.find(found, instanceID); v != nil {
+		m = v.model
+		if v.put != nil && v.put.Properties != nil {
+			m, userData = &model{}, v.put.Properties.UserData
+		}
 	}
 	c.mu.Unlock()
 	if m == nil {
 		return nil, nil, false
+	}
+	if userData != nil {
+		m.userData = *userData
 	}
 	if m.aks != nil {
 		return maps.Clone(m.aks.labels), slices.Clone(m.aks.taints), true
