@@ -1,0 +1,99 @@
+package aksagentpool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/azurearm"
+)
+
+// Codes of refusals the provider.Code constants do not name.
+const (
+	// CodeAccessDenied: the controller's identity lacks a permission on
+	// the cluster.
+	CodeAccessDenied = "AccessDenied"
+	// CodeOperationInProgress: AKS runs another operation on the agent
+	// pool (an upgrade, a scale someone else asked for) and takes no
+	// other until it ends, or the pool changed since the provider read
+	// it; asking again later works.
+	CodeOperationInProgress = "OperationInProgress"
+	// CodeCapacityChangedElsewhere: the pool's machines changed in a way
+	// the provider's claims do not explain (a cluster autoscaler or a
+	// person scaled it), so the provider cannot tell which machine is the
+	// one it asked for.
+	CodeCapacityChangedElsewhere = "CapacityChangedElsewhere"
+	// CodeAutoscaled: the agent pool has AKS's cluster autoscaler on,
+	// which would fight sluice over its count.
+	CodeAutoscaled = "AutoscalerEnabled"
+)
+
+// refusal turns an Azure error into the provider's terms, keeping AKS's own
+// code and message for people. Errors that are not Azure's answers (a
+// timeout, a refused connection) stay as they are.
+func refusal(what string, err error) error {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	code := re.ErrorCode
+	e := &provider.Error{Message: fmt.Sprintf("%s: %s (HTTP %d)", what, code, re.StatusCode)}
+	switch {
+	case re.StatusCode == http.StatusTooManyRequests, code == "TooManyRequests", code == "SubscriptionRequestsThrottled":
+		e.Code, e.Retryable = provider.CodeThrottled, true
+		if re.RawResponse != nil {
+			e.RetryAfter = azurearm.RetryAfter(re.RawResponse.Header)
+		}
+	case code == "QuotaExceeded", code == "ErrCode_InsufficientVCPUQuota",
+		code == "OperationNotAllowed" && strings.Contains(strings.ToLower(message(re)), "quota"):
+		e.Code = provider.CodeQuotaExceeded
+		e.Message += ": " + message(re)
+	case code == "SkuNotAvailable", code == "AllocationFailed", code == "ZonalAllocationFailed",
+		code == "OverconstrainedAllocationRequest", code == "OverconstrainedZonalAllocationRequest":
+		e.Code, e.Retryable = provider.CodeInsufficientCapacity, true
+	case code == "OperationNotAllowed", code == "AgentPoolUpgradeInProgress", code == "PreconditionFailed",
+		re.StatusCode == http.StatusPreconditionFailed:
+		e.Code, e.Retryable = CodeOperationInProgress, true
+		e.Message += ": " + message(re)
+	case code == "ResourceNotFound", code == "NotFound", code == "ParentResourceNotFound", code == "ResourceGroupNotFound":
+		e.Code = provider.CodeInvalidTemplate
+		e.Message += ": the agent pool, its cluster or its resource group does not exist in this subscription"
+	case code == "InvalidParameter", code == "BadRequest":
+		e.Code = provider.CodeInvalidTemplate
+		e.Message += ": " + message(re)
+	case code == "AuthorizationFailed", code == "LinkedAuthorizationFailed", re.StatusCode == http.StatusForbidden:
+		e.Code = CodeAccessDenied
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return e
+}
+
+// message is the message of ARM's error body ({"error":{"code","message"}},
+// or an operation status's {"error":...}), or the code when there is none.
+func message(re *azcore.ResponseError) string {
+	if re.RawResponse != nil {
+		body, err := runtime.Payload(re.RawResponse)
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err == nil && json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+			return e.Error.Message
+		}
+	}
+	return re.ErrorCode
+}
+
+// isNotFound says whether Azure answered that the resource is not there.
+func isNotFound(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && (re.StatusCode == http.StatusNotFound || re.ErrorCode == "NotFound" || re.ErrorCode == "ResourceNotFound")
+}
