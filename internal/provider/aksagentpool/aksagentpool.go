@@ -130,7 +130,7 @@ func (p *Provider) clientsFor(subscription string) (*clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure clients for subscription %s: %w", subscription, err)
 	}
-	raw, err := arm.NewClient("aksagentpool", "v0", p.cred, &o)
+	raw, err := arm.NewClient("aksagentpool", "v0.0.0", p.cred, &o)
 	if err != nil {
 		return nil, fmt.Errorf("azure client for subscription %s: %w", subscription, err)
 	}
