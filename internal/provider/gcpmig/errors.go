@@ -39,7 +39,9 @@ func refusal(what string, err error) error {
 	for _, e := range ge.Errors {
 		reasons = append(reasons, e.Reason)
 	}
-	has := func(rs ...string) bool { return slices.ContainsFunc(reasons, func(r string) bool { return slices.Contains(rs, r) }) }
+	has := func(rs ...string) bool {
+		return slices.ContainsFunc(reasons, func(r string) bool { return slices.Contains(rs, r) })
+	}
 	e := &provider.Error{Message: fmt.Sprintf("%s: %s (HTTP %d %s)", what, ge.Message, ge.Code, strings.Join(reasons, ", "))}
 	switch {
 	case ge.Code == http.StatusTooManyRequests, has("rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"):

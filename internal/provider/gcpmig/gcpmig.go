@@ -140,8 +140,12 @@ func (p *Provider) Create(ctx context.Context, pool *v1alpha1.NodePool, name str
 		return nil, &provider.Error{Code: provider.CodeInvalidTemplate, Message: fmt.Sprintf(
 			"machine name %q is not one gcp-mig can find again: it must be the pool's name, a dash and five lowercase letters or digits (provider.NewName)", name)}
 	}
-	if m, err := p.find(ctx, pool.Name, spec, name); err == nil || !provider.IsNotFound(err) {
-		return m, err
+	// A machine of the name being deleted (a refused attempt) is not this
+	// one: the name is asked for again.
+	if m, err := p.find(ctx, pool.Name, spec, name); err != nil && !provider.IsNotFound(err) {
+		return nil, err
+	} else if err == nil && m.State != provider.StateDeleting {
+		return m, nil
 	}
 	var refused error
 	for _, g := range groupsOf(spec) {
@@ -184,7 +188,7 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if mi.GetCurrentAction() == "DELETING" {
+	if leaving(mi) {
 		return nil
 	}
 	if err := p.deleteInstance(ctx, g, mi); err != nil {

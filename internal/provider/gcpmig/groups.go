@@ -33,7 +33,10 @@ func newClients(ctx context.Context, opts []option.ClientOption) (*clients, erro
 	var err error
 	for _, mk := range []func() error{
 		func() (e error) { c.zonal, e = compute.NewInstanceGroupManagersRESTClient(ctx, opts...); return },
-		func() (e error) { c.regional, e = compute.NewRegionInstanceGroupManagersRESTClient(ctx, opts...); return },
+		func() (e error) {
+			c.regional, e = compute.NewRegionInstanceGroupManagersRESTClient(ctx, opts...)
+			return
+		},
 		func() (e error) { c.templates, e = compute.NewInstanceTemplatesRESTClient(ctx, opts...); return },
 		func() (e error) { c.instances, e = compute.NewInstancesRESTClient(ctx, opts...); return },
 		func() (e error) { c.zoneOps, e = compute.NewZoneOperationsRESTClient(ctx, opts...); return },
@@ -112,20 +115,32 @@ func (p *Provider) managedInstances(ctx context.Context, g ref) ([]*computepb.Ma
 }
 
 // locate finds the managed instance named name in the spec's groups, or a
-// NotFound error.
+// NotFound error. A name is unique in a zone only: an instance being
+// deleted (a refused attempt in another group's zone) gives way to one
+// that is not.
 func (p *Provider) locate(ctx context.Context, spec *v1alpha1.GCPProviderSpec, name string) (ref, *computepb.ManagedInstance, error) {
+	var found *computepb.ManagedInstance
+	var in ref
 	for _, g := range groupsOf(spec) {
 		all, err := p.managedInstances(ctx, g)
 		if err != nil {
 			return ref{}, nil, err
 		}
 		for _, mi := range all {
-			if mi.GetName() == name {
-				return g, mi, nil
+			if mi.GetName() == name && (found == nil || leaving(found)) {
+				found, in = mi, g
 			}
 		}
 	}
-	return ref{}, nil, fmt.Errorf("machine %s: %w", name, provider.ErrNotFound)
+	if found == nil {
+		return ref{}, nil, fmt.Errorf("machine %s: %w", name, provider.ErrNotFound)
+	}
+	return in, found, nil
+}
+
+// leaving says whether the group is deleting or abandoning the instance.
+func leaving(mi *computepb.ManagedInstance) bool {
+	return mi.GetCurrentAction() == "DELETING" || mi.GetCurrentAction() == "ABANDONING"
 }
 
 // createInstance asks the group for one instance named name, and waits for
@@ -238,7 +253,7 @@ func (p *Provider) machineOf(ctx context.Context, pool string, g ref, mi *comput
 		}
 	}
 	switch {
-	case mi.GetCurrentAction() == "DELETING" || mi.GetCurrentAction() == "ABANDONING":
+	case leaving(mi):
 		m.State = provider.StateDeleting
 	case mi.GetInstanceStatus() == "" && len(mi.GetLastAttempt().GetErrors().GetErrors()) > 0:
 		m.State = provider.StateFailed

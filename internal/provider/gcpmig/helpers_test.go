@@ -56,7 +56,9 @@ func (w *world) pool(name string, groups ...v1alpha1.InstanceGroup) *v1alpha1.No
 	return np
 }
 
-func zonal(name, zone string) v1alpha1.InstanceGroup { return v1alpha1.InstanceGroup{Name: name, Zone: zone} }
+func zonal(name, zone string) v1alpha1.InstanceGroup {
+	return v1alpha1.InstanceGroup{Name: name, Zone: zone}
+}
 
 func regional(name, region string) v1alpha1.InstanceGroup {
 	return v1alpha1.InstanceGroup{Name: name, Region: region}

@@ -126,7 +126,7 @@ type Server struct {
 	clock clock.PassiveClock
 
 	mu        sync.Mutex
-	groups    map[string]*group           // by name (one project)
+	groups    map[string]*group         // by name (one project)
 	templates map[string]map[string]any // global instance templates by name, as inserted
 	ops       map[string]map[string]any // by name
 	images    map[string]bool
@@ -338,15 +338,30 @@ func (s *Server) Kubelet(name string) (labels map[string]string, taints []corev1
 	return labels, taints, "gce://" + Project + "/" + i.zone + "/" + i.name, i.zone, true
 }
 
+// find is the instance of the name, one not being deleted first (names are
+// unique in a zone only).
 func (s *Server) find(name string) (*group, *instance) {
+	var fg *group
+	var fi *instance
 	for _, g := range s.groups {
 		for _, i := range g.instances {
-			if i.name == name {
-				return g, i
+			if i.name == name && (fi == nil || fi.action == "DELETING") {
+				fg, fi = g, i
 			}
 		}
 	}
-	return nil, nil
+	return fg, fi
+}
+
+func (s *Server) inZone(name, zone string) *instance {
+	for _, g := range s.groups {
+		for _, i := range g.instances {
+			if i.name == name && i.zone == zone {
+				return i
+			}
+		}
+	}
+	return nil
 }
 
 // zoneFor is the zone a group's next instance goes to.

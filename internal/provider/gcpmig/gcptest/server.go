@@ -156,14 +156,16 @@ func (s *Server) createInstances(r *http.Request, m []string) (int, any) {
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Instances) == 0 {
 		return badRequest("Invalid value for field 'resource.instances': ''. Must specify at least one instance.")
 	}
+	zone := s.zoneFor(g)
 	for _, in := range body.Instances {
-		if _, i := s.find(in.Name); i != nil {
+		// An instance's name is unique in its zone.
+		if i := s.inZone(in.Name, zone); i != nil {
 			return googleError(http.StatusConflict, "ALREADY_EXISTS", "global", "alreadyExists",
 				fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' already exists", Project, i.zone, i.name))
 		}
 	}
 	for _, in := range body.Instances {
-		i := &instance{name: in.Name, zone: s.zoneFor(g), template: g.template, id: s.id(), action: "CREATING"}
+		i := &instance{name: in.Name, zone: zone, template: g.template, id: s.id(), action: "CREATING"}
 		g.instances = append(g.instances, i)
 		g.targetSize++
 		s.attempt(i)
