@@ -208,4 +208,3 @@ func parseTaint(s string) (corev1.Taint, bool) {
 	}
 	return corev1.Taint{Key: k, Value: v, Effect: e}, true
 }
-

@@ -66,7 +66,9 @@ func (s *ConfigMapClaims) Get(ctx context.Context, machine string) (*Claim, erro
 }
 
 // Put writes the claim.
-func (s *ConfigMapClaims) Put(ctx context.Context, c *Claim) error { return s.store.Put(ctx, c.Machine, c) }
+func (s *ConfigMapClaims) Put(ctx context.Context, c *Claim) error {
+	return s.store.Put(ctx, c.Machine, c)
+}
 
 // Delete removes the machine's claim; none is no error.
 func (s *ConfigMapClaims) Delete(ctx context.Context, machine string) error {

@@ -103,8 +103,8 @@ type Cloud struct {
 	// Answered runs after each answer, on the caller's goroutine.
 	Answered func(Request)
 
-	refusals []Refusal // the next count-raising PUTs
-	failures []string  // codes the next scale-outs' operations fail with
+	refusals              []Refusal // the next count-raising PUTs
+	failures              []string  // codes the next scale-outs' operations fail with
 	throttled, retryAfter int
 
 	log     []Request

@@ -171,7 +171,8 @@ func (p *pool) etagString() string { return strconv.Itoa(p.etag) }
 // model is the agent pool as GET answers it at the GA api-version.
 func (p *pool) model() armcontainerservice.AgentPool {
 	props := &armcontainerservice.ManagedClusterAgentPoolProfileProperties{
-		Count: to.Ptr(int32(len(p.machines))), VMSize: to.Ptr(p.vmSize), EnableAutoScaling: to.Ptr(p.autoscale),
+		Count:  to.Ptr(int32(len(p.machines))), //nolint:gosec // AKS caps a pool at 1000 machines
+		VMSize: to.Ptr(p.vmSize), EnableAutoScaling: to.Ptr(p.autoscale),
 		Mode: to.Ptr(armcontainerservice.AgentPoolModeUser), Type: to.Ptr(armcontainerservice.AgentPoolTypeVirtualMachineScaleSets),
 		OSType: to.Ptr(armcontainerservice.OSTypeLinux), OrchestratorVersion: to.Ptr("1.31"), CurrentOrchestratorVersion: to.Ptr("1.31.2"),
 		NodeImageVersion: to.Ptr(p.image), ProvisioningState: to.Ptr(p.state), ETag: to.Ptr(p.etagString()),
