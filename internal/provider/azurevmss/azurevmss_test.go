@@ -441,9 +441,9 @@ func TestNameOf(t *testing.T) {
 		base + "12/extra":           "",
 		base + "x":                  "",
 		// A standard VM's: a Flexible set's, as far as a Node tells.
-		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/web-a1b2c": "azure-vmss/" + azuretest.Subscription + "/rg/web-a1b2c",
+		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/web-a1b2c":   "azure-vmss/" + azuretest.Subscription + "/rg/web-a1b2c",
 		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/web-a1b2c/x": "",
-		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/disks/web-a1b2c":              "",
+		"azure:///subscriptions/" + azuretest.Subscription + "/resourceGroups/rg/providers/Microsoft.Compute/disks/web-a1b2c":             "",
 		"aws:///us-east-1a/i-0123456789abcdef0": "",
 		"":                                      "",
 	} {

@@ -98,7 +98,7 @@ func zoneOf(zones []*string, name string) []*string {
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(name)) // never fails
-	return []*string{zones[int(h.Sum32()%uint32(len(zones)))]}
+	return []*string{zones[int(h.Sum32())%len(zones)]}
 }
 
 // identityOf carries the set's user-assigned identities over (Flexible sets

@@ -17,7 +17,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6/fake"
 )
 
-
 // The Flexible sets' model: a Linux VM logging in by SSH key, on one
 // subnet of the resource group's virtual network.
 const (
@@ -55,7 +54,7 @@ func flexibleModel(s *scaleSet, set *armcompute.VirtualMachineScaleSet) {
 // addOwnVM is a VM the Flexible set's own scaling makes from its model.
 func (s *scaleSet) addOwnVM(state string, now time.Time) *vm {
 	n := vmIDs.Add(1)
-	name := fmt.Sprintf("%s_%08x", s.name, uint32(n*2654435761))
+	name := fmt.Sprintf("%s_%08x", s.name, n*2654435761&0xffffffff)
 	put := &armcompute.VirtualMachine{Location: to.Ptr(s.location), Properties: &armcompute.VirtualMachineProperties{
 		HardwareProfile: &armcompute.HardwareProfile{VMSize: to.Ptr(armcompute.VirtualMachineSizeTypes(s.size))},
 		StorageProfile:  &armcompute.StorageProfile{ImageReference: imageReference(s.model.image, false)},
@@ -298,11 +297,8 @@ func (c *Cloud) setOfVM(params *armcompute.VirtualMachine) (*scaleSet, int, stri
 // interfaces (made by the VM only with a networkApiVersion).
 func validVM(s *scaleSet, vm *armcompute.VirtualMachine) bool {
 	p := vm.Properties
-	zones := zonesOf(vm.Zones)
 	switch {
-	case vm.Location == nil || !strings.EqualFold(*vm.Location, s.location):
-		return false
-	case len(s.zones) == 0 && len(zones) > 0, len(s.zones) > 0 && (len(zones) != 1 || !slices.Contains(s.zones, zones[0])):
+	case vm.Location == nil || !strings.EqualFold(*vm.Location, s.location) || !fitsZones(s, zonesOf(vm.Zones)):
 		return false
 	case p.HardwareProfile == nil || p.HardwareProfile.VMSize == nil:
 		return false
@@ -310,12 +306,19 @@ func validVM(s *scaleSet, vm *armcompute.VirtualMachine) bool {
 		return false
 	case p.OSProfile == nil || p.OSProfile.ComputerName == nil || p.OSProfile.AdminUsername == nil || !logsIn(p.OSProfile):
 		return false
-	case p.NetworkProfile == nil || len(p.NetworkProfile.NetworkInterfaceConfigurations) == 0 && len(p.NetworkProfile.NetworkInterfaces) == 0:
-		return false
-	case len(p.NetworkProfile.NetworkInterfaceConfigurations) > 0 && p.NetworkProfile.NetworkAPIVersion == nil:
-		return false
 	}
-	return true
+	n := p.NetworkProfile
+	return n != nil && (len(n.NetworkInterfaceConfigurations) > 0 && n.NetworkAPIVersion != nil ||
+		len(n.NetworkInterfaceConfigurations) == 0 && len(n.NetworkInterfaces) > 0)
+}
+
+// fitsZones: a regional set takes regional VMs, a zonal one VMs in one of
+// its zones.
+func fitsZones(s *scaleSet, zones []string) bool {
+	if len(s.zones) == 0 {
+		return len(zones) == 0
+	}
+	return len(zones) == 1 && slices.Contains(s.zones, zones[0])
 }
 
 func logsIn(os *armcompute.OSProfile) bool {
