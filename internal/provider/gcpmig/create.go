@@ -52,7 +52,7 @@ func (p *Provider) createIn(ctx context.Context, pool *v1alpha1.NodePool, g ref,
 		// The group would keep trying; the machine is refused, so nothing
 		// of it may stay.
 		if err := p.deleteInstance(ctx, g, mi); err != nil {
-			return nil, fmt.Errorf("deleting instance %s, whose creation failed (%v): %w", name, refused, err)
+			return nil, fmt.Errorf("deleting instance %s, whose creation failed (%s): %w", name, refused.Error(), err)
 		}
 		if e, ok := provider.AsError(refused); ok && e.Code == provider.CodeInsufficientCapacity {
 			p.markUnavailable(key)
