@@ -1,7 +1,8 @@
 // Package azurevmss is the azure-vmss provider: a pool's machines are the
 // instances of its Azure VM scale sets (an AKS node pool is one), made by
-// raising a set's capacity and removed by deleting the one instance, through
-// Azure Resource Manager with the Azure SDK for Go (armcompute).
+// raising a Uniform set's capacity or by creating a VM in a Flexible set,
+// and removed by deleting the one instance or VM, through Azure Resource
+// Manager with the Azure SDK for Go (armcompute).
 //
 // On a Uniform scale set Azure picks the new instance, so sluice cannot name
 // it in advance as provider.Provider.Create asks. The provider therefore
@@ -29,6 +30,21 @@
 // --node-initialization-taints), since a model's customData cannot be read
 // back from Azure and an AKS node pool's set is AKS's.
 // RegistersUnregisteredTaint says whether a model's user data does.
+//
+// A set of Flexible orchestration (its orchestrationMode; a set naming
+// none is Uniform) holds standard VMs, and the provider makes the machine
+// as a VM named after it: a PUT whose virtualMachineScaleSet names the
+// set, built from the set's model (read with $expand=userData) with the
+// template's image, computerName the machine's name, and the TagNodePool
+// tag. A VM's name is its identity, so Create needs no claim of an
+// instance: a name already there is returned as it is (when its tag says
+// it is the pool's). The provider still keeps a record (a Claim with
+// Flexible set) of the set the VM is in, because Get, List and Delete are
+// given names only. Delete deletes the VM with forceDeletion false; List
+// reads each set's VMs once, filtered by the set's id. A model holding
+// what Azure never returns (an adminPassword, customData) or needing
+// extensions cannot be copied into a VM: only a Linux model logging in by
+// SSH key, whose kubelet starts from its user data or image, can.
 package azurevmss
 
 import (
