@@ -8,8 +8,10 @@ import (
 	"fmt"
 
 	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/aksagentpool"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
+	"github.com/sluice-dev/sluice/internal/provider/gcpmig"
 	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -19,6 +21,8 @@ var All = []provider.Registration{
 	kwok.Registration,
 	awsasg.Registration,
 	azurevmss.Registration,
+	aksagentpool.Registration,
+	gcpmig.Registration,
 }
 
 // Names are the providers' names, as --providers and spec.provider.name take
