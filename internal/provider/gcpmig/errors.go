@@ -25,6 +25,10 @@ const (
 	// reason other than capacity, quota or the template (Compute Engine's
 	// code is in the message).
 	CodeCreationFailed = "CreationFailed"
+	// CodeForeignInstance: a machine named by NameOf is an instance that
+	// no group of a gcp-mig pool made (another group, or none), so
+	// gcp-mig does not delete it.
+	CodeForeignInstance = "ForeignInstance"
 )
 
 // refusal turns a Compute Engine answer into the provider's terms, keeping

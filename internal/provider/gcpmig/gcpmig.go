@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,6 +73,9 @@ const unavailableFor = 3 * time.Minute
 // Pools finds a NodePool by name; nil, nil when there is none.
 type Pools func(ctx context.Context, name string) (*v1alpha1.NodePool, error)
 
+// PoolList lists the cluster's NodePools.
+type PoolList func(ctx context.Context) ([]v1alpha1.NodePool, error)
+
 // Options tune the provider.
 type Options struct {
 	// ClientOptions are every client's (tests: gcptest's endpoint and no
@@ -80,6 +84,11 @@ type Options struct {
 	// Pools finds a pool the provider was not handed since it started,
 	// for Get, Delete and List (Start reads the cluster's NodePools).
 	Pools Pools
+	// ListPools lists the pools, for Get and Delete of a machine named by
+	// NameOf, whose group must be one of a gcp-mig pool's (Start lists the
+	// cluster's NodePools). Without it, only the pools the provider was
+	// handed or found by name since it started count.
+	ListPools PoolList
 	// PollEvery is how often the managed instance is read while its first
 	// creation attempt is under way; default 2 s.
 	PollEvery time.Duration
@@ -177,6 +186,9 @@ func (s *skipped) Error() string { return s.why.Error() }
 // Delete deletes the machine's instance; one already gone (or never made,
 // or of a pool the provider cannot find) is no error.
 func (p *Provider) Delete(ctx context.Context, name string) error {
+	if strings.HasPrefix(name, instancePrefix) {
+		return p.deleteGroupMade(ctx, name)
+	}
 	pool, spec, err := p.poolOf(ctx, name)
 	if err != nil || spec == nil {
 		return err
@@ -200,6 +212,9 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 
 // Get returns the machine named name.
 func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, error) {
+	if strings.HasPrefix(name, instancePrefix) {
+		return p.getGroupMade(ctx, name)
+	}
 	pool, spec, err := p.poolOf(ctx, name)
 	if err != nil {
 		return nil, err
@@ -255,10 +270,17 @@ func isMachineOf(name, pool string) bool {
 	return len(name) == len(pool)+6 && name[:len(pool)] == pool && machineSuffix.MatchString(name[len(pool):])
 }
 
+// isNewName says whether name is shaped as provider.NewName gives: a pool's
+// name, a dash and five lowercase letters or digits. A group's own
+// instances end in a dash and four.
+func isNewName(name string) bool {
+	return len(name) >= 7 && machineSuffix.MatchString(name[len(name)-6:])
+}
+
 // poolOf is the pool a machine name belongs to and its spec (nil when the
 // pool is unknown or not gcp-mig's).
 func (p *Provider) poolOf(ctx context.Context, name string) (string, *v1alpha1.GCPProviderSpec, error) {
-	if len(name) < 7 || !machineSuffix.MatchString(name[len(name)-6:]) {
+	if !isNewName(name) {
 		return "", nil, nil
 	}
 	pool := name[:len(name)-6]

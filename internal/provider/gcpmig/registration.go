@@ -28,7 +28,8 @@ var Registration = provider.Registration{
 // GOOGLE_APPLICATION_CREDENTIALS or gcloud's outside one. The project is
 // each pool's. No credential is ever logged.
 func start(ctx context.Context, env provider.Env) (provider.Provider, error) {
-	p, err := New(ctx, env.Clock, Options{Pools: ClusterPools(env.Client), Log: env.Log.With("provider", v1alpha1.ProviderGCPMIG)})
+	p, err := New(ctx, env.Clock, Options{Pools: ClusterPools(env.Client), ListPools: ClusterPoolList(env.Client),
+		Log: env.Log.With("provider", v1alpha1.ProviderGCPMIG)})
 	if err != nil {
 		return nil, fmt.Errorf("starting gcp-mig (Application Default Credentials): %w", err)
 	}
@@ -52,5 +53,23 @@ func ClusterPools(c kubernetes.Interface) Pools {
 			return nil, fmt.Errorf("reading NodePool %s: %w", name, err)
 		}
 		return &np, nil
+	}
+}
+
+// ClusterPoolList lists the cluster's NodePools, for the calls that must
+// know every gcp-mig pool's groups (Get and Delete of a machine named by
+// NameOf).
+func ClusterPoolList(c kubernetes.Interface) PoolList {
+	return func(ctx context.Context) ([]v1alpha1.NodePool, error) {
+		gv := v1alpha1.SchemeGroupVersion
+		raw, err := c.Discovery().RESTClient().Get().AbsPath("/apis", gv.Group, gv.Version, v1alpha1.NodePoolResource.Resource).DoRaw(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var list v1alpha1.NodePoolList
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, fmt.Errorf("reading the NodePools: %w", err)
+		}
+		return list.Items, nil
 	}
 }

@@ -62,8 +62,12 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Project is the project the server holds.
-const Project = "sluice-test-493817"
+// Project is the project the server holds, and ProjectNumber its number,
+// which Compute Engine writes in created-by.
+const (
+	Project       = "sluice-test-493817"
+	ProjectNumber = "493817"
+)
 
 // Images the project can boot, in the forms templates name them.
 const (
@@ -127,6 +131,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	groups    map[string]*group         // by name (one project)
+	vms       []*instance               // instances no group made (instances.insert)
 	templates map[string]map[string]any // global instance templates by name, as inserted
 	ops       map[string]map[string]any // by name
 	images    map[string]bool
@@ -153,6 +158,7 @@ type group struct {
 
 type instance struct {
 	name, zone, template string
+	machineType          string // of a VM no group made (no template)
 	id                   int64
 	action, status       string
 	errors               []attemptError
@@ -215,6 +221,14 @@ func (s *Server) addOwn(g *group) string {
 	g.instances = append(g.instances, i)
 	g.targetSize++
 	return name
+}
+
+// AddVM makes a running instance as instances.insert does, in no group:
+// Compute Engine gives it no created-by metadata item.
+func (s *Server) AddVM(zone, name, machineType string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.vms = append(s.vms, &instance{name: name, zone: zone, machineType: machineType, id: s.id(), action: "NONE", status: "RUNNING", created: s.clock.Now()})
 }
 
 // Exhaust makes the zone have no capacity: creations there fail with
@@ -353,15 +367,25 @@ func (s *Server) find(name string) (*group, *instance) {
 	return fg, fi
 }
 
-func (s *Server) inZone(name, zone string) *instance {
-	for _, g := range s.groups {
-		for _, i := range g.instances {
-			if i.name == name && i.zone == zone {
-				return i
-			}
+// at is the instance of the name in the zone, one not being deleted first,
+// and its group (nil for a VM no group made).
+func (s *Server) at(zone, name string) (*group, *instance) {
+	var fg *group
+	var fi *instance
+	consider := func(g *group, i *instance) {
+		if i.name == name && i.zone == zone && (fi == nil || fi.action == "DELETING") {
+			fg, fi = g, i
 		}
 	}
-	return nil
+	for _, g := range s.groups {
+		for _, i := range g.instances {
+			consider(g, i)
+		}
+	}
+	for _, i := range s.vms {
+		consider(nil, i)
+	}
+	return fg, fi
 }
 
 // zoneFor is the zone a group's next instance goes to.

@@ -159,7 +159,7 @@ func (s *Server) createInstances(r *http.Request, m []string) (int, any) {
 	zone := s.zoneFor(g)
 	for _, in := range body.Instances {
 		// An instance's name is unique in its zone.
-		if i := s.inZone(in.Name, zone); i != nil {
+		if _, i := s.at(zone, in.Name); i != nil {
 			return googleError(http.StatusConflict, "ALREADY_EXISTS", "global", "alreadyExists",
 				fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' already exists", Project, i.zone, i.name))
 		}
@@ -282,19 +282,38 @@ func (s *Server) insertTemplate(r *http.Request, _ []string) (int, any) {
 	return http.StatusOK, s.operation(nil, "insert", nil)
 }
 
+// getInstance answers an instance as instances.get does: its metadata is
+// its template's items and, for an instance a group made (by its own
+// resize or by createInstances), the item created-by holding the group's
+// partial URL with the project's number.
 func (s *Server) getInstance(_ *http.Request, m []string) (int, any) {
-	_, i := s.find(m[2])
-	if i == nil || i.zone != m[1] || i.status == "" {
+	g, i := s.at(m[1], m[2])
+	if i == nil || i.status == "" {
 		return notFound("projects/" + Project + "/zones/" + m[1] + "/instances/" + m[2])
 	}
 	t := s.templates[lastSegment(i.template)]
 	props, _ := t["properties"].(map[string]any)
-	return http.StatusOK, map[string]any{
+	machineType := i.machineType
+	if machineType == "" {
+		machineType = fmt.Sprint(props["machineType"])
+	}
+	md, _ := props["metadata"].(map[string]any)
+	items, _ := md["items"].([]any)
+	items = slices.Clone(items)
+	if g != nil {
+		items = append(items, map[string]any{"key": "created-by", "value": "projects/" + ProjectNumber + "/" + g.location() + "/instanceGroupManagers/" + g.name})
+	}
+	out := map[string]any{
 		"kind": "compute#instance", "id": strconv.FormatInt(i.id, 10), "name": i.name, "selfLink": i.url(),
 		"zone": api + "projects/" + Project + "/zones/" + i.zone, "status": i.status,
-		"machineType":       api + "projects/" + Project + "/zones/" + i.zone + "/machineTypes/" + fmt.Sprint(props["machineType"]),
-		"creationTimestamp": i.created.Format(time.RFC3339), "metadata": props["metadata"], "labels": props["labels"],
+		"machineType":       api + "projects/" + Project + "/zones/" + i.zone + "/machineTypes/" + machineType,
+		"creationTimestamp": i.created.Format(time.RFC3339),
+		"metadata":          map[string]any{"kind": "compute#metadata", "fingerprint": "fp-" + base36(i.id, 6), "items": items},
 	}
+	if labels := props["labels"]; labels != nil {
+		out["labels"] = labels
+	}
+	return http.StatusOK, out
 }
 
 func (s *Server) getOperation(_ *http.Request, m []string) (int, any) {
