@@ -2,6 +2,8 @@ package gcpmig_test
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,12 +30,19 @@ func newWorld(t *testing.T) *world {
 }
 
 // provider is a gcp-mig provider over the world's project, finding the
-// world's pools by name as it would find them in the cluster.
+// world's pools by name, and listing them, as it would in the cluster.
 func (w *world) provider(t *testing.T) *gcpmig.Provider {
 	p, err := gcpmig.New(context.Background(), w.clock, gcpmig.Options{
 		ClientOptions: w.cloud.ClientOptions(),
 		Pools: func(_ context.Context, name string) (*v1alpha1.NodePool, error) {
 			return w.pools[name], nil
+		},
+		ListPools: func(context.Context) ([]v1alpha1.NodePool, error) {
+			var out []v1alpha1.NodePool
+			for _, name := range slices.Sorted(maps.Keys(w.pools)) {
+				out = append(out, *w.pools[name])
+			}
+			return out, nil
 		},
 	})
 	if err != nil {
