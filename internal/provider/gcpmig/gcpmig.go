@@ -41,6 +41,19 @@
 // Get, Delete and List are given a machine's or a pool's name only; the
 // pool's groups come from the pools the provider was handed (Create,
 // CheckRegistration) or from Options.Pools.
+//
+// A Node is its instance, named as the instance is. The Nodes a pool had
+// before sluice were made by the group's own resizes (<base>-<4
+// characters>), so their names lead nowhere: NameOf (provider.Namer) gives
+// them the machine name gce-instance/<project>/<zone>/<instance> from the
+// Node's providerID. Get and Delete of such a name read the instance's
+// created-by metadata item, which Compute Engine sets on every instance a
+// managed instance group creates to the group's URL, and act through that
+// group: Delete is the group's deleteInstances, which lowers its
+// targetSize. An instance no group made, or a group none of the gcp-mig
+// pools lists (Options.ListPools: the cluster's NodePools), is refused
+// (CodeForeignInstance) and never deleted. List gives sluice's machines
+// only.
 package gcpmig
 
 import (

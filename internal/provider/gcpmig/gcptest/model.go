@@ -33,7 +33,13 @@
 //   - instanceTemplates get and insert (global only); an insert whose boot
 //     disk names an image the project does not have is 404 notFound.
 //   - instances get, for an instance that exists (404 while it is only a
-//     managed instance being created).
+//     managed instance being created). Its metadata items are its
+//     template's and, for an instance a group made (by its own resize or
+//     by createInstances), created-by: the group's partial URL with the
+//     project's number, projects/<ProjectNumber>/zones/<zone> (or
+//     regions/<region>)/instanceGroupManagers/<group> (compute docs,
+//     getting-info-about-migs, "Checking if a VM instance is part of a
+//     MIG"). AddVM makes an instance no group made, without created-by.
 //   - Errors are Google's JSON error body
 //     ({"error":{"code","message","errors":[{"domain","reason","message"}],"status"}}),
 //     rate limits a 429 with reason rateLimitExceeded.
@@ -41,7 +47,9 @@
 // What it cannot show: how Compute Engine answers a createInstances naming
 // an instance already in the group (not documented; the fake answers 409
 // alreadyExists, as for an insert of an existing resource, and the provider
-// looks the name up before it asks); listErrors; requestId deduplication;
+// looks the name up before it asks); abandonInstances (an instance whose
+// created-by names a group that no longer lists it); the other metadata
+// items Compute Engine adds to a group's instances; listErrors; requestId deduplication;
 // regional instance templates; all-instances configs, stateful policies,
 // autoscalers and resize requests; instance flexibility; autohealing; the
 // timing of a real creation (an attempt is decided at once, an instance
