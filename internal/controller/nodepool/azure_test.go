@@ -77,7 +77,7 @@ func (s *scene) scaleSetPool(t *testing.T, cloud *azuretest.Cloud, set string) {
 
 // registerScaleSet plays the kubelets of the set's instances: each
 // instance Azure finished making registers a Node named as AKS names it
-// (<set>0000<n> in base 36) with the providerID cloud-provider-azure wrote
+// (<set>0000<n> in base 36; a Flexible set's VM by its computerName) with the providerID cloud-provider-azure wrote
 // before it lowercased resource groups (the case of the group as created:
 // the controller must match it to Azure's answers whatever the case), and
 // the labels and taints the model it was made from gives its kubelet, never
@@ -92,15 +92,44 @@ func (s *scene) registerScaleSet(ctx context.Context, cloud *azuretest.Cloud, se
 			continue // deleted meanwhile
 		}
 		n := fixture.AKSPool(s.name, 1, fixture.WithLabels(labels), fixture.WithTaints(taints...)).Nodes()[0]
-		num, _ := strconv.Atoi(id)
-		n.Name = fmt.Sprintf("%s%06s", strings.TrimSuffix(set, "-vmss")+"-vmss", strconv.FormatInt(int64(num), 36))
+		if num, err := strconv.Atoi(id); err == nil {
+			n.Name = fmt.Sprintf("%s%06s", strings.TrimSuffix(set, "-vmss")+"-vmss", strconv.FormatInt(int64(num), 36))
+			n.Spec.ProviderID = fmt.Sprintf("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s/virtualMachines/%s",
+				azuretest.Subscription, strings.ToUpper(azuretest.ResourceGroup), set, id)
+		} else {
+			// A Flexible set's VM, named by its creator: the Node is its
+			// computerName, its providerID the VM's own.
+			n.Name, n.Spec.ProviderID = cloud.NodeName(set, id), cloud.ProviderID(set, id)
+		}
 		n.Labels[corev1.LabelHostname] = n.Name
-		n.Spec.ProviderID = fmt.Sprintf("azure:///subscriptions/%s/resourceGroups/%s/providers/Microsoft.Compute/virtualMachineScaleSets/%s/virtualMachines/%s",
-			azuretest.Subscription, strings.ToUpper(azuretest.ResourceGroup), set, id)
 		if _, err := s.env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("registering instance %s: %w", id, err)
 		}
 		registered[id] = true
 	}
 	return nil
+}
+
+// A pool of a Flexible scale set (the Azure SDK's fakes over a model of the
+// set) drifts on its template's labels and then expires, 6 nodes, through
+// the azure-vmss provider: each replacement is a VM created by name in the
+// set from the set's model, each old node's VM is deleted after its drain,
+// the set's own first VMs too. The set ends with 6 VMs, none of the first.
+func TestAFlexibleScaleSetPoolDriftsAndExpires(t *testing.T) {
+	s := baseScene(t)
+	cloud := azuretest.NewCloud(clock.RealClock{})
+	set := strings.ReplaceAll(s.name, "pool", "flex") + "-vmss"
+	cloud.AddSetWithModel(set, "Standard_D4s_v5", rollSize, azuretest.Model{Flexible: true, Zones: []string{"1", "2", "3"},
+		NodeLabels: s.selector, NodeTaints: []corev1.Taint{provider.Unregistered}})
+	first := slices.Collect(maps.Keys(cloud.Instances(set)))
+	s.scaleSetPool(t, cloud, set)
+	before := s.waitNodes(t, rollSize, time.Minute)
+
+	s.driftAndExpire(t, before, func(context.Context) (int, error) { return len(cloud.Instances(set)), nil })
+	for name := range cloud.Instances(set) {
+		if slices.Contains(first, name) {
+			t.Errorf("scale set %s still holds its first VM %s after the drift and the expiry", set, name)
+		}
+	}
+	s.wantRegistration(t, metav1.ConditionTrue, pools.ReasonTainted)
 }

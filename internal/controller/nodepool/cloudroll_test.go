@@ -25,8 +25,10 @@ const rollSize = 6
 // after both rollouts it must be rollSize, so nothing leaked.
 func (s *scene) driftAndExpire(t *testing.T, before []string, held func(context.Context) (int, error)) {
 	t.Helper()
-	s.workload(t, 12, "10")
+	// The controller first: a cloud's first nodes may join with the
+	// unregistered taint too, and take pods once it registered them.
 	s.start(t)
+	s.workload(t, 12, "10")
 	a := s.audit(t)
 	s.driftMidRollout(t, before)
 	drifted, err := s.nodes(context.Background())

@@ -54,11 +54,15 @@ func flexibleModel(s *scaleSet, set *armcompute.VirtualMachineScaleSet) {
 // addOwnVM is a VM the Flexible set's own scaling makes from its model.
 func (s *scaleSet) addOwnVM(state string, now time.Time) *vm {
 	n := vmIDs.Add(1)
+	// Azure names a Flexible set's own VM <set>_<8 hex> and its computer
+	// <computerNamePrefix><6 characters>: the Node is named after the
+	// second.
 	name := fmt.Sprintf("%s_%08x", s.name, n*2654435761&0xffffffff)
+	computer := fmt.Sprintf("%s%06x", s.name, n*2246822519&0xffffff)
 	put := &armcompute.VirtualMachine{Location: to.Ptr(s.location), Properties: &armcompute.VirtualMachineProperties{
 		HardwareProfile: &armcompute.HardwareProfile{VMSize: to.Ptr(armcompute.VirtualMachineSizeTypes(s.size))},
 		StorageProfile:  &armcompute.StorageProfile{ImageReference: imageReference(s.model.image, false)},
-		OSProfile:       &armcompute.OSProfile{ComputerName: to.Ptr(name), AdminUsername: to.Ptr(AdminUsername)},
+		OSProfile:       &armcompute.OSProfile{ComputerName: to.Ptr(computer), AdminUsername: to.Ptr(AdminUsername)},
 		UserData:        to.Ptr(s.model.userData),
 	}}
 	v := &vm{id: name, vmID: fmt.Sprintf("00000000-0000-4000-8000-%012d", n), state: state, created: now, put: put}
