@@ -154,9 +154,9 @@ func RegistrationFix(p v1alpha1.ProviderName) string {
 	case v1alpha1.ProviderAWSASG:
 		return "use an AL2023 (nodeadm) launch template, to which sluice adds the taint, or add " + flag + " to the kubelet's flags in the launch template's user data (docs/providers.md#registration)"
 	case v1alpha1.ProviderAzureVMSS:
-		return "on AKS: az aks nodepool update --node-initialization-taints " + contract.TaintUnregistered + "=true:NoExecute; on a self-managed scale set: add " + flag + " to the kubelet's flags in the model's user data (docs/providers.md#registration)"
+		return "on AKS: use the aks-agentpool provider; on a self-managed scale set: add " + flag + " to the kubelet's flags in the model's user data (docs/providers.md#registration)"
 	case v1alpha1.ProviderAKS:
-		return "az aks nodepool update --node-initialization-taints " + contract.TaintUnregistered + "=true:NoExecute (docs/providers.md#registration)"
+		return "az aks update --node-init-taints " + contract.TaintUnregistered + "=true:NoExecute (a preview feature; AKS writes it into a pool at its next node image upgrade: docs/providers.md#registration)"
 	case v1alpha1.ProviderGCPMIG:
 		return "add " + flag + " to the kubelet's flags in the instance template's metadata (its startup script or kube-env), as a new template the group uses (docs/providers.md#registration)"
 	}
