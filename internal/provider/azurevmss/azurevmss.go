@@ -59,7 +59,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
@@ -67,6 +66,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/azurearm"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
@@ -95,7 +95,7 @@ type Provider struct {
 	opts      Options
 	claims    Claims
 	clock     clock.WithTicker
-	throttles throttles
+	throttles *azurearm.Throttles
 
 	mu          sync.Mutex
 	clients     map[string]*clients    // by subscription
@@ -119,7 +119,7 @@ func New(cred azcore.TokenCredential, claims Claims, clk clock.WithTicker, opts 
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{cred: cred, opts: opts, claims: claims, clock: clk, throttles: throttles{clock: clk},
+	return &Provider{cred: cred, opts: opts, claims: claims, clock: clk, throttles: azurearm.NewThrottles(clk),
 		clients: map[string]*clients{}, locks: map[string]*sync.Mutex{}, unavailable: map[string]time.Time{}}
 }
 
@@ -145,7 +145,7 @@ func (p *Provider) clientsFor(subscription string) (*clients, error) {
 	if p.opts.ClientOptions != nil {
 		o = *p.opts.ClientOptions
 	}
-	o.PerRetryPolicies = append(slices.Clone(o.PerRetryPolicies), policy.Policy(p.throttles.For(subscription)))
+	o.PerRetryPolicies = append(slices.Clone(o.PerRetryPolicies), p.throttles.For(subscription))
 	f, err := armcompute.NewClientFactory(subscription, p.cred, &o)
 	if err != nil {
 		return nil, fmt.Errorf("azure clients for subscription %s: %w", subscription, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/azurearm"
 )
 
 // Codes of refusals the provider.Code constants do not name.
@@ -41,7 +42,7 @@ func refusal(what string, err error) error {
 	case re.StatusCode == http.StatusTooManyRequests, code == "TooManyRequests", code == "SubscriptionRequestsThrottled":
 		e.Code, e.Retryable = CodeThrottled, true
 		if re.RawResponse != nil {
-			e.RetryAfter = retryAfter(re.RawResponse.Header)
+			e.RetryAfter = azurearm.RetryAfter(re.RawResponse.Header)
 		}
 	case code == "SkuNotAvailable", code == "AllocationFailed", code == "ZonalAllocationFailed",
 		code == "OverconstrainedAllocationRequest", code == "OverconstrainedZonalAllocationRequest":
