@@ -2,8 +2,6 @@ package aksagentpool
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -18,7 +16,7 @@ import (
 const (
 	// CodeAccessDenied: the controller's identity lacks a permission on
 	// the cluster.
-	CodeAccessDenied = "AccessDenied"
+	CodeAccessDenied = azurearm.CodeAccessDenied
 	// CodeOperationInProgress: AKS runs another operation on the agent
 	// pool (an upgrade, a scale someone else asked for) and takes no
 	// other until it ends, or the pool changed since the provider read
@@ -34,29 +32,20 @@ const (
 	CodeAutoscaled = "AutoscalerEnabled"
 )
 
-// refusal turns an Azure error into the provider's terms, keeping AKS's own
-// code and message for people. Errors that are not Azure's answers (a
-// timeout, a refused connection) stay as they are.
+// refusal turns an Azure error into the provider's terms
+// (azurearm.Refusal), adding AKS's own codes and keeping AKS's message for
+// people.
 func refusal(what string, err error) error {
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	code := re.ErrorCode
-	e := &provider.Error{Message: fmt.Sprintf("%s: %s (HTTP %d)", what, code, re.StatusCode)}
-	switch {
-	case re.StatusCode == http.StatusTooManyRequests, code == "TooManyRequests", code == "SubscriptionRequestsThrottled":
-		e.Code, e.Retryable = provider.CodeThrottled, true
-		if re.RawResponse != nil {
-			e.RetryAfter = azurearm.RetryAfter(re.RawResponse.Header)
-		}
+	return azurearm.Refusal(what, err, aksRefusal)
+}
+
+// aksRefusal maps AKS's codes that azurearm.Refusal does not.
+func aksRefusal(re *azcore.ResponseError, e *provider.Error) bool {
+	switch code := re.ErrorCode; {
 	case code == "QuotaExceeded", code == "ErrCode_InsufficientVCPUQuota",
 		code == "OperationNotAllowed" && strings.Contains(strings.ToLower(message(re)), "quota"):
 		e.Code = provider.CodeQuotaExceeded
 		e.Message += ": " + message(re)
-	case code == "SkuNotAvailable", code == "AllocationFailed", code == "ZonalAllocationFailed",
-		code == "OverconstrainedAllocationRequest", code == "OverconstrainedZonalAllocationRequest":
-		e.Code, e.Retryable = provider.CodeInsufficientCapacity, true
 	case code == "OperationNotAllowed", code == "AgentPoolUpgradeInProgress", code == "PreconditionFailed",
 		re.StatusCode == http.StatusPreconditionFailed:
 		e.Code, e.Retryable = CodeOperationInProgress, true
@@ -67,12 +56,10 @@ func refusal(what string, err error) error {
 	case code == "InvalidParameter", code == "BadRequest":
 		e.Code = provider.CodeInvalidTemplate
 		e.Message += ": " + message(re)
-	case code == "AuthorizationFailed", code == "LinkedAuthorizationFailed", re.StatusCode == http.StatusForbidden:
-		e.Code = CodeAccessDenied
 	default:
-		return fmt.Errorf("%s: %w", what, err)
+		return false
 	}
-	return e
+	return true
 }
 
 // message is the message of ARM's error body ({"error":{"code","message"}},
@@ -93,7 +80,4 @@ func message(re *azcore.ResponseError) string {
 }
 
 // isNotFound says whether Azure answered that the resource is not there.
-func isNotFound(err error) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && (re.StatusCode == http.StatusNotFound || re.ErrorCode == "NotFound" || re.ErrorCode == "ResourceNotFound")
-}
+func isNotFound(err error) bool { return azurearm.IsNotFound(err) }
