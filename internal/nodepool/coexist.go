@@ -43,6 +43,9 @@ const (
 	// CodeTaintMissing: the provider read from the cloud that a pool's new
 	// machines will join without sluice.dev/unregistered.
 	CodeTaintMissing = "TaintMissing"
+	// CodeTemplateDiffers: the cloud gives a pool's new machines labels or
+	// taints of its own that differ from the template (an AKS agent pool's).
+	CodeTemplateDiffers = "TemplateDiffers"
 	// CodeKarpenterNodes: Karpenter also manages (and disrupts) some of a
 	// pool's nodes.
 	CodeKarpenterNodes = "KarpenterNodes"
@@ -123,7 +126,12 @@ func (t *tally) findings(p *v1alpha1.NodePool) []doctor.Finding {
 		out = append(out, doctor.Finding{Severity: doctor.SeverityWarning, Code: code, Object: object, Message: message, Fix: fix})
 	}
 	if c := meta.FindStatusCondition(p.Status.Conditions, ConditionRegistration); c != nil && c.Status == metav1.ConditionFalse {
-		warn(CodeTaintMissing, "new machines will join without the "+contract.TaintUnregistered+" taint: "+c.Message, RegistrationFix(p.Spec.Provider.NameOrNone()))
+		switch c.Reason {
+		case ReasonTemplateDiffers:
+			warn(CodeTemplateDiffers, c.Message, "make the pool's template.labels and template.taints what the cloud gives its machines, or change the cloud's (an AKS agent pool: az aks nodepool update --labels / --node-taints)")
+		default:
+			warn(CodeTaintMissing, "new machines will join without the "+contract.TaintUnregistered+" taint: "+c.Message, RegistrationFix(p.Spec.Provider.NameOrNone()))
+		}
 	}
 	if len(t.late) > 0 {
 		warn(CodeRegisteredLate, fmt.Sprintf("%d node(s) joined without the %s:NoExecute taint (%s): pods could land on them before they had the pool's labels and taints",

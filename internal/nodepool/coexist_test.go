@@ -64,6 +64,8 @@ func TestCoexistence(t *testing.T) {
 			[]corev1.Node{node("n1", "a")}, []corev1.Pod{ca}, nil},
 		{"cluster-autoscaler's taint on a pool's node", []v1alpha1.NodePool{pool("a", v1alpha1.ProviderNone, v1alpha1.Never)},
 			[]corev1.Node{node("n1", "a", caTaint)}, nil, []string{"ClusterAutoscaler a: node-group options"}},
+		{"the cloud labels an AKS pool's machines otherwise than its template", []v1alpha1.NodePool{templateDiffers(pool("a", v1alpha1.ProviderAKS, v1alpha1.Never))},
+			nil, nil, []string{"TemplateDiffers a: --node-taints"}},
 		{"the provider read that new machines will join untainted, before any has", []v1alpha1.NodePool{taintMissing(pool("a", v1alpha1.ProviderAWSASG, v1alpha1.Never))},
 			nil, nil, []string{"TaintMissing a: AL2023"}},
 		{"a node no pool selects is not judged", []v1alpha1.NodePool{pool("a", v1alpha1.ProviderAWSASG, v1alpha1.Never)},
@@ -90,5 +92,11 @@ func TestCoexistence(t *testing.T) {
 func taintMissing(p v1alpha1.NodePool) v1alpha1.NodePool {
 	p.Status.Conditions = []metav1.Condition{{Type: ConditionRegistration, Status: metav1.ConditionFalse, Reason: ReasonTaintMissing,
 		Message: "launch template web version 3 (group eks-web): its user data is not AL2023's"}}
+	return p
+}
+
+func templateDiffers(p v1alpha1.NodePool) v1alpha1.NodePool {
+	p.Status.Conditions = []metav1.Condition{{Type: ConditionRegistration, Status: metav1.ConditionFalse, Reason: ReasonTemplateDiffers,
+		Message: "agent pool rg/aks/web differs from the template: label tier=web not in nodeLabels"}}
 	return p
 }

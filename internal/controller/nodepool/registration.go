@@ -59,8 +59,10 @@ func (c *Controller) registrationCondition(ctx context.Context, pool *v1alpha1.N
 		cond.Message = "new machines join with the " + contract.TaintUnregistered + " taint and take pods once they have the pool's template"
 	}
 	if cond.Status != metav1.ConditionUnknown {
+		// A failed reading of the cloud's labels keeps what is known of the
+		// taint, and is tried again sooner.
 		if diff, err := c.machines.CheckTemplate(ctx, pool); err != nil {
-			cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, pools.ReasonCheckFailed, "reading the labels and taints the cloud gives the pool's machines: "+err.Error()
+			cond.Message += "; the labels and taints the cloud gives new machines could not be read: " + err.Error()
 			until = now.Add(registrationRetry)
 		} else if diff != "" {
 			templateDiffers(&cond, diff)
