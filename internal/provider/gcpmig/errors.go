@@ -29,6 +29,10 @@ const (
 	// no group of a gcp-mig pool made (another group, or none), so
 	// gcp-mig does not delete it.
 	CodeForeignInstance = "ForeignInstance"
+	// CodeUnknownPool: a machine to delete belongs to no gcp-mig pool the
+	// provider can find (the NodePool is gone, or no longer gcp-mig's), so
+	// gcp-mig cannot tell which group holds its instance.
+	CodeUnknownPool = "UnknownPool"
 )
 
 // refusal turns a Compute Engine answer into the provider's terms, keeping

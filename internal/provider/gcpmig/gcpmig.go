@@ -29,7 +29,9 @@
 // Delete is deleteInstances with the instance's URL and
 // skipInstancesOnValidationError, which lowers targetSize, so the group
 // never replaces what sluice removed; an instance already gone or being
-// deleted is no error.
+// deleted is no error. A machine of a pool the provider cannot find (the
+// NodePool was deleted with machines left) is refused: nothing says which
+// group holds it.
 //
 // A pool's spec.template.image makes the group's instance template a copy
 // with that boot image (named after the old one and a hash of the image, so
@@ -196,15 +198,31 @@ type skipped struct{ why error }
 
 func (s *skipped) Error() string { return s.why.Error() }
 
-// Delete deletes the machine's instance; one already gone (or never made,
-// or of a pool the provider cannot find) is no error.
+// Delete deletes the machine's instance; one its pool's groups do not list
+// (gone, or never made) or are deleting already is no error. A machine
+// whose pool cannot be found (the NodePool was deleted with machines left,
+// or its provider changed) is refused: which group holds the instance is
+// known only from the pool, and answering nil would let the Node go while
+// the instance runs on.
 func (p *Provider) Delete(ctx context.Context, name string) error {
 	if strings.HasPrefix(name, instancePrefix) {
 		return p.deleteGroupMade(ctx, name)
 	}
+	if !isNewName(name) {
+		return &provider.Error{Code: CodeUnknownPool, Message: fmt.Sprintf(
+			"machine %s: not a name gcp-mig gives (a pool's name, a dash and five letters or digits, or %s<project>/<zone>/<instance>), so gcp-mig cannot tell which instance it is and deletes nothing",
+			name, instancePrefix)}
+	}
 	pool, spec, err := p.poolOf(ctx, name)
-	if err != nil || spec == nil {
+	if err != nil {
 		return err
+	}
+	if spec == nil {
+		return &provider.Error{Code: CodeUnknownPool, Message: fmt.Sprintf(
+			"machine %s: there is no gcp-mig NodePool %s (deleted with machines left, or its provider changed), so gcp-mig cannot tell which instance group holds the instance and deletes nothing. "+
+				"If instance %s still runs, delete it from its group yourself (gcloud compute instance-groups managed delete-instances GROUP --instances=%s --zone or --region), then delete the Node; "+
+				"or put the NodePool back as it was, so sluice removes its machines before it goes",
+			name, pool, name, name)}
 	}
 	g, mi, err := p.locate(ctx, spec, name)
 	if provider.IsNotFound(err) {

@@ -218,3 +218,39 @@ func TestCheckImage(t *testing.T) {
 		}
 	}
 }
+
+// Delete of a machine whose pool cannot be found (the NodePool was deleted
+// with machines left, or its provider changed) is refused, saying what to
+// do, and deletes nothing; one the pool's groups do not list is no error.
+func TestDeleteOfUnknownPoolRefused(t *testing.T) {
+	for name, change := range map[string]func(w *world){
+		"pool deleted":     func(w *world) { delete(w.pools, "web") },
+		"provider changed": func(w *world) { w.pools["web"].Spec.Provider.Name = "none" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			w.cloud.AddGroup(gcptest.Group{Name: "nodes", Zone: "us-east1-b", Template: nodeTemplate("e2-medium")})
+			pool := w.pool("web", zonal("nodes", "us-east1-b"))
+			mustCreate(t, w.provider(t), pool, "web-k3x9a")
+			w.cloud.Settle()
+			change(w)
+			p := w.provider(t) // after a restart: only the cluster's NodePools count
+			err := p.Delete(context.Background(), "web-k3x9a")
+			if e, ok := provider.AsError(err); !ok || e.Code != gcpmig.CodeUnknownPool || !strings.Contains(e.Message, "delete-instances") {
+				t.Errorf("Delete of a machine of no gcp-mig pool: %v; want UnknownPool saying how to delete the instance", err)
+			}
+			if got := w.cloud.Instances("nodes"); !slices.Equal(got, []string{"web-k3x9a"}) {
+				t.Errorf("the group holds %v; want the instance left as it was", got)
+			}
+			if err := p.Delete(context.Background(), "ops-k3x9a"); err == nil {
+				t.Error("Delete of a machine of a pool that never was: nil; want a refusal")
+			}
+		})
+	}
+	w := newWorld(t)
+	w.cloud.AddGroup(gcptest.Group{Name: "nodes", Zone: "us-east1-b", Template: nodeTemplate("e2-medium")})
+	w.pool("web", zonal("nodes", "us-east1-b"))
+	if err := w.provider(t).Delete(context.Background(), "web-zzzzz"); err != nil {
+		t.Errorf("Delete of a machine the pool's group does not list: %v; want nil", err)
+	}
+}
