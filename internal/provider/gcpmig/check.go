@@ -23,11 +23,13 @@ var kubeletKeys = []string{"startup-script", "user-data", "kube-env"}
 // user's to put in the template's startup script (or user data) as
 // --register-with-taints. A template whose metadata starts no kubelet (an
 // image that bakes the flags in, a startup-script-url) cannot be told: the
-// answer wraps provider.ErrCannotTell.
+// answer wraps provider.ErrCannotTell, as it does for a pool that names no
+// groups (Create refuses it, saying why): nothing was read, so the pool is
+// not said to register tainted.
 func (p *Provider) CheckRegistration(ctx context.Context, pool *v1alpha1.NodePool) (string, error) {
 	spec, err := p.remember(pool)
 	if err != nil {
-		return "", nil // Create refuses the pool, saying why
+		return "", fmt.Errorf("%w: %w", err, provider.ErrCannotTell)
 	}
 	var missing, unseen []string
 	for _, g := range groupsOf(spec) {

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/gcpmig"
 	"github.com/sluice-dev/sluice/internal/provider/gcpmig/gcptest"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
 // A regional group puts the machine in a zone of its distribution policy;
@@ -83,6 +84,24 @@ func TestGKEGroupRefused(t *testing.T) {
 				t.Errorf("CheckRegistration of a GKE group: %v; want the GKE refusal", err)
 			}
 		})
+	}
+}
+
+// A pool with no project or groups cannot be checked: CheckRegistration
+// says it cannot tell, never that the pool registers tainted.
+func TestCheckRegistrationOfEmptySpec(t *testing.T) {
+	w := newWorld(t)
+	p := w.provider(t)
+	for name, spec := range map[string]*v1alpha1.GCPProviderSpec{
+		"none":       nil,
+		"no groups":  {Project: gcptest.Project},
+		"no project": {InstanceGroups: []v1alpha1.InstanceGroup{zonal("nodes", "us-east1-b")}},
+	} {
+		pool := w.pool("web")
+		pool.Spec.Provider.GCP = spec
+		if reason, err := p.CheckRegistration(context.Background(), pool); !errors.Is(err, provider.ErrCannotTell) || !strings.Contains(err.Error(), "instanceGroups") {
+			t.Errorf("%s: CheckRegistration = %q, %v; want ErrCannotTell saying what the spec lacks", name, reason, err)
+		}
 	}
 }
 
