@@ -7,11 +7,14 @@
 // nodeInitializationTaints, enableAutoScaling, a node image version and a
 // provisioning state, and its machines are the instances of its scale set
 // in the node resource group MC_<group>_<cluster>_<location>. Raising the
-// count with a PUT of the agent pool adds machines named as AKS names them,
-// aks-<pool>-<8 digits>-vmss<instance ID in 6 base-36 digits> (the
-// Machines API examples of the 2025-02-01 REST reference), with instance
-// IDs never reused; DeleteMachines removes the named machines and lowers
-// the count with them. A PUT or a DeleteMachines while another operation
+// count with a PUT of the agent pool makes it the pool's count at once and
+// starts an operation; the new machines appear in the Machines list while
+// it runs (at its first poll, or when Release ends a Hold), and it ends
+// Succeeded after, as AKS's scale-out does. Machines are named as AKS
+// names them, aks-<pool>-<8 digits>-vmss<instance ID in 6 base-36 digits>
+// (the Machines API examples of the 2025-02-01 REST reference), with
+// instance IDs never reused; DeleteMachines removes the named machines and
+// lowers the count with them. A PUT or a DeleteMachines while another operation
 // runs on the pool (one of its own, or one a test starts as AKS's upgrade)
 // is refused 409 OperationNotAllowed with the message AKS answers ("Another
 // operation (Scaling) is in progress ..."). Every operation is a
@@ -37,8 +40,13 @@
 //   - The error code AKS answers a DeleteMachines of an unknown machine
 //     with (the fake answers 400 InvalidParameter).
 //   - The provisioning state of a pool during DeleteMachines (the fake
-//     says Scaling), and whether AKS honours If-Match on a PUT of an agent
-//     pool (the fake does, answering 412 on a stale eTag).
+//     says Scaling).
+//   - If-Match on a PUT of an agent pool: the fake answers 412
+//     PreconditionFailed on a stale eTag. That is our assumption, not
+//     verified: the REST reference lists the header, but no answer of AKS
+//     to a stale one was found.
+//   - Surge nodes of an upgrade come only when a test adds them
+//     (AddSurge); StartOperation makes none.
 package akstest
 
 import (
@@ -103,6 +111,7 @@ type Cloud struct {
 	// Answered runs after each answer, on the caller's goroutine.
 	Answered func(Request)
 
+	held                  bool      // scale-outs' machines wait for Release
 	refusals              []Refusal // the next count-raising PUTs
 	failures              []string  // codes the next scale-outs' operations fail with
 	throttled, retryAfter int
@@ -131,6 +140,8 @@ type pool struct {
 	operation                        string // "" when none runs
 	opPath                           string // the request path of the operation, for its polls
 	next                             int    // the next instance ID
+	count                            int    // the count AKS has, ahead of machines while a scale-out runs
+	failing                          string // the code the running scale-out fails with
 	machines                         map[string]*machine
 }
 
@@ -167,6 +178,7 @@ func (c *Cloud) AddPool(name string, count int, m Pool) {
 	for range count {
 		p.add(c.clock.Now())
 	}
+	p.count = count
 }
 
 // hashOf is the 8 digits AKS puts in a pool's scale set name (derived from
@@ -223,7 +235,51 @@ func (c *Cloud) AddMachine(pool string) string {
 	defer c.mu.Unlock()
 	p := c.pools[pool]
 	p.etag++
+	p.count++
 	return p.add(c.clock.Now()).name
+}
+
+// AddSurge adds a machine to the pool without changing its count, as AKS's
+// upgrade adds its surge nodes, and returns its name.
+func (c *Cloud) AddSurge(pool string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pools[pool].add(c.clock.Now()).name
+}
+
+// PoolCount is the agent pool's count as AKS has it.
+func (c *Cloud) PoolCount(pool string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pools[pool].count
+}
+
+// Hold keeps the machines of scale-outs from appearing, and their
+// operations running (polls answer InProgress), until Release: AKS has
+// raised the count and not made the VMs yet.
+func (c *Cloud) Hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held = true
+}
+
+// Release ends Hold: the machines appear at the next poll, and the
+// operations then end as they would have.
+func (c *Cloud) Release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held = false
+}
+
+// progress brings a running scale-out's machines into the pool, unless
+// held or failing.
+func (c *Cloud) progress(p *pool) {
+	if c.held || p.failing != "" {
+		return
+	}
+	for len(p.machines) < p.count {
+		p.add(c.clock.Now())
+	}
 }
 
 // Machines are the pool's machine names and their provisioning states.
@@ -291,8 +347,20 @@ func (c *Cloud) FinishOperations() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.pools {
-		p.operation, p.state, p.opPath = "", "Succeeded", ""
+		c.end(p)
 	}
+}
+
+// end ends the pool's operation: a failed scale-out's count goes back to
+// the machines there, a successful one's machines are all there.
+func (c *Cloud) end(p *pool) {
+	if p.failing != "" {
+		p.count, p.failing = len(p.machines), ""
+	}
+	for len(p.machines) < p.count {
+		p.add(c.clock.Now())
+	}
+	p.operation, p.state, p.opPath = "", "Succeeded", ""
 }
 
 // Count is how many requests of the method went to paths containing part.
@@ -435,6 +503,11 @@ func (t *transport) before(req *http.Request, r *Request) *http.Response {
 			return resp
 		}
 	}
+	if resp := t.c.poll(req); resp != nil {
+		r.Status = resp.StatusCode
+		t.c.log = append(t.c.log, *r)
+		return resp
+	}
 	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Query().Get("api-version"), "-preview") {
 		resp := t.c.previewGet(req)
 		r.Status = resp.StatusCode
@@ -482,7 +555,7 @@ func (c *Cloud) finish(req *http.Request) {
 		return
 	}
 	if p, ok := c.pools[m[2]]; ok && p.opPath != "" && p.opPath == server.SanitizePagerPollerPath(req.URL.Path) {
-		p.operation, p.state, p.opPath = "", "Succeeded", ""
+		c.end(p)
 	}
 }
 
@@ -520,12 +593,34 @@ func (c *Cloud) refuse(req *http.Request) *http.Response {
 			Count *int `json:"count"`
 		} `json:"properties"`
 	}
-	if json.Unmarshal(body, &put) != nil || put.Properties.Count == nil || *put.Properties.Count <= len(p.machines) {
+	if json.Unmarshal(body, &put) != nil || put.Properties.Count == nil || *put.Properties.Count <= p.count {
 		return nil
 	}
 	r := c.refusals[0]
 	c.refusals = c.refusals[1:]
 	return errorResponse(req, r.Status, r.Code, r.Message)
+}
+
+// poll moves a scale-out on at a poll of its operation: its machines
+// appear. While held, the cloud answers the poll itself, InProgress, and
+// the SDK's fake never sees it.
+func (c *Cloud) poll(req *http.Request) *http.Response {
+	base := server.SanitizePagerPollerPath(req.URL.Path)
+	m := poolPath.FindStringSubmatch(req.URL.Path)
+	if req.Method != http.MethodGet || base == req.URL.Path || m == nil {
+		return nil
+	}
+	p, ok := c.pools[m[2]]
+	if !ok || p.opPath != base {
+		return nil
+	}
+	if !c.held {
+		c.progress(p)
+		return nil
+	}
+	h := http.Header{}
+	h.Set("Fake-Poller-Status", "InProgress") // the SDK's fake poller's own header
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: h, Body: io.NopCloser(bytes.NewReader(nil)), Request: req}
 }
 
 // errDropped is a lost answer, as a reset connection is.

@@ -84,9 +84,12 @@ func (c *Cloud) pool(rg, cluster, name string, errResp *azfake.ErrorResponder) *
 
 // put is AgentPools_CreateOrUpdate of a pool there: the fake changes its
 // count only (the rest of the body is kept in LastPut for tests to read).
-// A raised count adds machines as the scale set model is now; a lowered
-// one removes the newest. The operation answers 200 with
-// provisioningState Scaling, then its terminal state.
+// As AKS does, a raised count is the pool's at once and the operation goes
+// on: its new machines appear in the Machines list at the operation's
+// first poll (or when it ends unpolled; later while Hold holds them), and
+// the operation ends Succeeded at the next poll. A lowered count removes
+// the newest machines at once. The PUT answers 200 with provisioningState
+// Scaling.
 func (c *Cloud) put(_ context.Context, rg, cluster, name string, params armcontainerservice.AgentPool, _ *armcontainerservice.AgentPoolsClientBeginCreateOrUpdateOptions) (resp azfake.PollerResponder[armcontainerservice.AgentPoolsClientCreateOrUpdateResponse], errResp azfake.ErrorResponder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,22 +104,20 @@ func (c *Cloud) put(_ context.Context, rg, cluster, name string, params armconta
 	}
 	want := int(*params.Properties.Count)
 	failure := ""
-	if want > len(p.machines) && len(c.failures) > 0 {
+	if want > p.count && len(c.failures) > 0 {
 		failure, c.failures = c.failures[0], c.failures[1:]
-	}
-	p.operation, p.state, p.opPath, p.etag = "Scaling", "Scaling", opPath(rg, cluster, name, ""), p.etag+1
-	resp.AddNonTerminalResponse(http.StatusOK, nil)
-	if failure != "" {
-		// Nothing was allocated; the pool stays as it was, Failed.
-		p.state = "Failed"
-		resp.SetTerminalError(http.StatusOK, failure)
-		return
-	}
-	for len(p.machines) < want {
-		p.add(c.clock.Now())
 	}
 	for names := p.names(); len(names) > want; names = names[:len(names)-1] {
 		delete(p.machines, names[len(names)-1])
+	}
+	p.operation, p.state, p.opPath, p.etag = "Scaling", "Scaling", opPath(rg, cluster, name, ""), p.etag+1
+	p.count, p.failing = want, failure
+	resp.AddNonTerminalResponse(http.StatusOK, nil) // the PUT's own answer
+	resp.AddNonTerminalResponse(http.StatusOK, nil) // the first poll: the machines appear
+	if failure != "" {
+		// Nothing was allocated; the count goes back as it was.
+		resp.SetTerminalError(http.StatusOK, failure)
+		return
 	}
 	model := p.model()
 	model.Properties.ProvisioningState = to.Ptr("Succeeded")
@@ -149,6 +150,7 @@ func (c *Cloud) deleteMachines(_ context.Context, rg, cluster, name string, mach
 	}
 	for _, n := range machines.MachineNames {
 		delete(p.machines, *n)
+		p.count--
 	}
 	p.operation, p.state, p.opPath, p.etag = "Scaling", "Scaling", opPath(rg, cluster, name, "/deleteMachines"), p.etag+1
 	resp.AddNonTerminalResponse(http.StatusAccepted, nil)
@@ -171,7 +173,7 @@ func (p *pool) etagString() string { return strconv.Itoa(p.etag) }
 // model is the agent pool as GET answers it at the GA api-version.
 func (p *pool) model() armcontainerservice.AgentPool {
 	props := &armcontainerservice.ManagedClusterAgentPoolProfileProperties{
-		Count:  to.Ptr(int32(len(p.machines))), //nolint:gosec // AKS caps a pool at 1000 machines
+		Count:  to.Ptr(int32(p.count)), //nolint:gosec // AKS caps a pool at 1000 machines
 		VMSize: to.Ptr(p.vmSize), EnableAutoScaling: to.Ptr(p.autoscale),
 		Mode: to.Ptr(armcontainerservice.AgentPoolModeUser), Type: to.Ptr(armcontainerservice.AgentPoolTypeVirtualMachineScaleSets),
 		OSType: to.Ptr(armcontainerservice.OSTypeLinux), OrchestratorVersion: to.Ptr("1.31"), CurrentOrchestratorVersion: to.Ptr("1.31.2"),
