@@ -68,7 +68,10 @@ func (p *Provider) createIn(ctx context.Context, pool *v1alpha1.NodePool, g ref,
 // and asks for the instance, holding the group so that no other pool's
 // image comes between the two.
 func (p *Provider) ask(ctx context.Context, g ref, igm *computepb.InstanceGroupManager, t *template, image, name string) error {
-	unlock := p.lock(g)
+	unlock, err := p.lock(ctx, g)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	if image != "" && image != t.image {
 		if err := p.useImage(ctx, g, igm, t, image); err != nil {

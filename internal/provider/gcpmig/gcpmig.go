@@ -123,7 +123,7 @@ type Provider struct {
 
 	mu          sync.Mutex
 	pools       map[string]*v1alpha1.GCPProviderSpec // by pool name, as last handed
-	locks       map[string]*sync.Mutex               // by group
+	locks       map[string]chan struct{}             // by group: one change at a time (see lock)
 	unavailable map[string]time.Time                 // zone/machine type or regional group -> until
 	templates   map[string]*template                 // by URL: templates never change
 }
@@ -144,7 +144,7 @@ func New(ctx context.Context, clk clock.WithTicker, opts Options) (*Provider, er
 		return nil, err
 	}
 	return &Provider{clients: c, clock: clk, opts: opts, pools: map[string]*v1alpha1.GCPProviderSpec{},
-		locks: map[string]*sync.Mutex{}, unavailable: map[string]time.Time{}, templates: map[string]*template{}}, nil
+		locks: map[string]chan struct{}{}, unavailable: map[string]time.Time{}, templates: map[string]*template{}}, nil
 }
 
 // Close releases the clients' connections.
@@ -352,16 +352,23 @@ func (p *Provider) remember(pool *v1alpha1.NodePool) (*v1alpha1.GCPProviderSpec,
 }
 
 // lock holds the group for one change at a time; it returns the unlock.
-func (p *Provider) lock(g ref) func() {
+// The holder waits on Compute Engine operations, which can take minutes,
+// so a caller waiting for the group gives up when its ctx ends, with
+// ctx's error (a sync.Mutex would keep it waiting).
+func (p *Provider) lock(ctx context.Context, g ref) (func(), error) {
 	p.mu.Lock()
 	l, ok := p.locks[g.key()]
 	if !ok {
-		l = &sync.Mutex{}
+		l = make(chan struct{}, 1)
 		p.locks[g.key()] = l
 	}
 	p.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another change to group %s: %w", g, ctx.Err())
+	}
 }
 
 func (p *Provider) isUnavailable(key string) bool {

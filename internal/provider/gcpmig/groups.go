@@ -200,6 +200,9 @@ func (p *Provider) done(ctx context.Context, what string, g ref, op *compute.Ope
 	}
 	o := op.Proto()
 	for o.GetStatus() != computepb.Operation_DONE {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
 		switch {
 		case o.GetZone() != "":
 			o, err = p.clients.zoneOps.Wait(ctx, &computepb.WaitZoneOperationRequest{Project: g.project, Zone: lastSegment(o.GetZone()), Operation: o.GetName()})
