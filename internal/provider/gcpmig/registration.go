@@ -37,7 +37,11 @@ func start(ctx context.Context, env provider.Env) (provider.Provider, error) {
 }
 
 // ClusterPools reads NodePools from the cluster, for the calls that are
-// given only a pool's or a machine's name.
+// given only a pool's or a machine's name. It GETs the NodePool from the
+// API server each time: a provider is given a clientset, not the
+// controller's informer cache, and the NodePool type is not registered in
+// the clientset's scheme, hence the raw REST call. The provider asks only
+// for a pool it was not handed since it started, and keeps what it reads.
 func ClusterPools(c kubernetes.Interface) Pools {
 	return func(ctx context.Context, name string) (*v1alpha1.NodePool, error) {
 		gv := v1alpha1.SchemeGroupVersion
@@ -58,7 +62,9 @@ func ClusterPools(c kubernetes.Interface) Pools {
 
 // ClusterPoolList lists the cluster's NodePools, for the calls that must
 // know every gcp-mig pool's groups (Get and Delete of a machine named by
-// NameOf).
+// NameOf). It LISTs from the API server each time, for the reason
+// ClusterPools gives; the provider uses a listing for poolListFor (10 s),
+// so a Get per Node does not LIST per Node.
 func ClusterPoolList(c kubernetes.Interface) PoolList {
 	return func(ctx context.Context) ([]v1alpha1.NodePool, error) {
 		gv := v1alpha1.SchemeGroupVersion
