@@ -59,8 +59,15 @@ type Options struct {
 	// PollEvery is how often a long-running operation is polled when Azure
 	// names no Retry-After; default 5 s.
 	PollEvery time.Duration
+	// ListPools lists the cluster's NodePools, for Get and Delete of a
+	// machine no claim holds (a Node the pool had before sluice): its
+	// agent pool is the one of a NodePool that lists it.
+	ListPools PoolList
 	Log       *slog.Logger
 }
+
+// PoolList lists the cluster's NodePools.
+type PoolList func(ctx context.Context) ([]v1alpha1.NodePool, error)
 
 // Provider makes a pool's machines in its AKS agent pool. Build it with New.
 type Provider struct {
@@ -71,13 +78,11 @@ type Provider struct {
 	throttles *azurearm.Throttles
 
 	mu      sync.Mutex
-	clients map[string]*clients    // by subscription
-	locks   map[string]*sync.Mutex // by agent pool
-	// byID are the claimed machines' names by providerID key, and sets the
-	// agent pools by their scale set's resource ID key, for NameOf.
+	clients map[string]*clients      // by subscription
+	locks   map[string]chan struct{} // by agent pool, each holding one token
+	// byID are the claimed machines' names by providerID key, for NameOf.
 	byID   map[string]string
 	loaded bool
-	sets   map[string]ref
 }
 
 type clients struct {
@@ -96,7 +101,7 @@ func New(cred azcore.TokenCredential, claims Claims, clk clock.WithTicker, opts 
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{cred: cred, opts: opts, claims: claims, clock: clk, throttles: azurearm.NewThrottles(clk),
-		clients: map[string]*clients{}, locks: map[string]*sync.Mutex{}, byID: map[string]string{}, sets: map[string]ref{}}
+		clients: map[string]*clients{}, locks: map[string]chan struct{}{}, byID: map[string]string{}}
 }
 
 // ref names one agent pool.
@@ -139,24 +144,32 @@ func (p *Provider) clientsFor(subscription string) (*clients, error) {
 	return c, nil
 }
 
-// lock holds the agent pool for one change at a time; it returns the
+// lock holds the agent pool for one change at a time, or gives up when ctx
+// ends (a change is held through its polling, minutes); it returns the
 // unlock. AKS itself takes one operation per pool at a time and refuses the
-// next until the first ends.
-func (p *Provider) lock(r ref) func() {
+// next until the first ends; the lock keeps one controller's changes from
+// reading the pool's machines while another of its own is under way.
+func (p *Provider) lock(ctx context.Context, r ref) (func(), error) {
 	p.mu.Lock()
 	l, ok := p.locks[r.key()]
 	if !ok {
-		l = &sync.Mutex{}
+		l = make(chan struct{}, 1)
 		p.locks[r.key()] = l
 	}
 	p.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another change of agent pool %s: %w", r, context.Cause(ctx))
+	}
 }
 
 // Delete deletes the machine and its claim; a machine already gone (or
 // never made) is no error. A deletion AKS fails keeps the claim, so asking
-// again deletes it.
+// again deletes it. A name Delete cannot place (no claim, and no NodePool's
+// agent pool has the machine) is an error, so that a Node is kept rather
+// than its machine forgotten.
 func (p *Provider) Delete(ctx context.Context, name string) error {
 	r, aksName, c, err := p.locate(ctx, name)
 	if err != nil || r == nil {
@@ -166,18 +179,14 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	unlock := p.lock(*r)
+	unlock, err := p.lock(ctx, *r)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	if c != nil && aksName == "" {
-		fresh, err := p.fresh(ctx, cl, c)
-		if err != nil {
+		if aksName, err = p.pendingOf(ctx, cl, c); err != nil {
 			return err
-		}
-		if len(fresh) > 1 {
-			return elsewhere(*r, name, fresh)
-		}
-		if len(fresh) == 1 {
-			aksName = fresh[0].name
 		}
 	}
 	if aksName != "" {
@@ -186,6 +195,36 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 		}
 	}
 	return p.dropClaims(ctx, name, *r, aksName)
+}
+
+// pendingOf is the AKS machine to delete for a claim whose scale-out is not
+// settled: "" when the count was never raised for it (or AKS went back on
+// it), so no machine is its; an error while the count is raised and AKS
+// has not listed the machine yet, so that the claim stays until the
+// machine shows and is deleted then, never left running. Several new
+// machines, one of which is the claim's, cannot be told apart: they stay
+// the agent pool's, and NameOf names their Nodes as it names those the
+// pool had before sluice.
+func (p *Provider) pendingOf(ctx context.Context, cl *clients, c *Claim) (string, error) {
+	r := refOf(c)
+	ap, err := p.readPool(ctx, cl, r)
+	if err != nil || !raised(c, ap) {
+		return "", err
+	}
+	fresh, err := p.fresh(ctx, cl, c)
+	if err != nil {
+		return "", err
+	}
+	switch len(fresh) {
+	case 0:
+		return "", &provider.Error{Code: CodeOperationInProgress, Retryable: true, Message: fmt.Sprintf(
+			"agent pool %s's count was raised for machine %s and AKS has not listed the machine yet; it is deleted once AKS does", r, c.Machine)}
+	case 1:
+		return fresh[0].name, nil
+	}
+	p.opts.Log.Info("claim dropped; its machine cannot be told among the agent pool's new ones, which stay the pool's",
+		"machine", c.Machine, "agentPool", r.String(), "err", elsewhere(r, c.Machine, fresh))
+	return "", nil
 }
 
 // deleteMachine deletes one machine of the agent pool, which lowers its
@@ -228,17 +267,74 @@ func (p *Provider) dropClaims(ctx context.Context, name string, r ref, aksName s
 }
 
 // locate finds the agent pool and AKS machine of a machine: from its claim,
-// or from a name NameOf gave. nil when the machine is unknown.
+// or from a name NameOf gave, or a Node's own name (an AKS machine's). nil
+// when the machine is unknown or gone.
 func (p *Provider) locate(ctx context.Context, name string) (*ref, string, *Claim, error) {
-	if r, aksName, ok := parseName(name); ok {
-		return &r, aksName, nil, nil
+	if sub, aksName, ok := parseName(name); ok {
+		r, err := p.resolve(ctx, sub, aksName)
+		return r, aksName, nil, err
 	}
 	c, err := p.claims.Get(ctx, name)
-	if err != nil || c == nil {
+	if err != nil {
 		return nil, "", nil, err
+	}
+	if c == nil {
+		if aksMachinePattern.MatchString(name) {
+			r, err := p.resolve(ctx, "", name)
+			return r, name, nil, err
+		}
+		return nil, "", nil, nil
 	}
 	r := refOf(c)
 	return &r, c.AKSMachine, c, nil
+}
+
+// resolve finds the agent pool of an AKS machine no claim holds: among the
+// NodePools' agent pools of the name its scale set carries (and of the
+// subscription, when known), the one that has it. nil when there are such
+// pools and none has it: it is gone. An error when no NodePool names such
+// a pool, or the NodePools cannot be read: the machine may be running
+// where sluice cannot see, and saying "gone" would let its Node go.
+func (p *Provider) resolve(ctx context.Context, subscription, aksName string) (*ref, error) {
+	m := aksMachinePattern.FindStringSubmatch(aksName)
+	if m == nil {
+		return nil, fmt.Errorf("machine %s: not an AKS machine's name", aksName)
+	}
+	if p.opts.ListPools == nil {
+		return nil, fmt.Errorf("machine %s: the provider was started without the NodePools, so it cannot tell its agent pool", aksName)
+	}
+	pools, err := p.opts.ListPools(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: listing the NodePools to find its agent pool: %w", aksName, err)
+	}
+	seen := map[string]bool{}
+	for _, np := range pools {
+		s := np.Spec.Provider.AKS
+		if np.Spec.Provider.Name != v1alpha1.ProviderAKS || s == nil || !strings.EqualFold(s.AgentPool, m[1]) ||
+			subscription != "" && !strings.EqualFold(s.SubscriptionID, subscription) {
+			continue
+		}
+		r := refOfSpec(s)
+		if seen[r.key()] {
+			continue
+		}
+		seen[r.key()] = true
+		cl, err := p.clientsFor(r.subscription)
+		if err != nil {
+			return nil, err
+		}
+		_, err = cl.machines.Get(ctx, r.resourceGroup, r.cluster, r.agentPool, aksName, nil)
+		if err == nil {
+			return &r, nil
+		}
+		if !isNotFound(err) {
+			return nil, refusal(fmt.Sprintf("reading machine %s of agent pool %s", aksName, r), err)
+		}
+	}
+	if len(seen) == 0 {
+		return nil, fmt.Errorf("machine %s: no NodePool names an AKS agent pool %s, so sluice cannot tell which cluster's it is and keeps its Node", aksName, m[1])
+	}
+	return nil, nil
 }
 
 // Get returns the machine named name.
@@ -254,9 +350,10 @@ func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, err
 	if err != nil {
 		return nil, err
 	}
-	if c != nil && aksName == "" { // the scale-out is under way, or was cut short
-		unlock := p.lock(*r)
-		defer unlock()
+	if c != nil && aksName == "" {
+		// The scale-out is under way, or was cut short. No lock: Get
+		// changes nothing in AKS, and the claim it may write (its one new
+		// machine) is what any other reader would write.
 		return p.pending(ctx, cl, c, false)
 	}
 	if c != nil {
@@ -269,47 +366,111 @@ func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, err
 	if err != nil {
 		return nil, refusal(fmt.Sprintf("reading machine %s of agent pool %s", aksName, *r), err)
 	}
-	return p.describe(ctx, cl, *r, name, "", time.Time{}, &m.Machine)
+	ap, err := p.readPool(ctx, cl, *r)
+	if err != nil {
+		return nil, err
+	}
+	return describe(name, "", time.Time{}, resourceIDOf(&m.Machine), ap), nil
 }
 
 // List returns the pool's machines: those its claims hold that are there.
+// Each agent pool and its machine list is read once.
 func (p *Provider) List(ctx context.Context, pool string) ([]*provider.Machine, error) {
 	all, err := p.claims.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []*provider.Machine
+	byRef := map[string][]*Claim{}
+	var keys []string
 	for _, c := range all {
 		if c.Pool != pool {
 			continue
 		}
-		m, err := p.Get(ctx, c.Machine)
-		if provider.IsNotFound(err) {
-			continue
+		k := refOf(c).key()
+		if _, ok := byRef[k]; !ok {
+			keys = append(keys, k)
 		}
+		byRef[k] = append(byRef[k], c)
+	}
+	var out []*provider.Machine
+	for _, k := range keys {
+		ms, err := p.listAgentPool(ctx, byRef[k])
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
+		out = append(out, ms...)
 	}
 	return out, nil
+}
+
+// listAgentPool are the machines of claims of one agent pool that are
+// there.
+func (p *Provider) listAgentPool(ctx context.Context, claims []*Claim) ([]*provider.Machine, error) {
+	r := refOf(claims[0])
+	cl, err := p.clientsFor(r.subscription)
+	if err != nil {
+		return nil, err
+	}
+	ap, err := p.readPool(ctx, cl, r)
+	if err != nil {
+		return nil, err
+	}
+	listed, err := p.machines(ctx, cl, r)
+	if err != nil {
+		return nil, err
+	}
+	var out []*provider.Machine
+	for _, c := range claims {
+		if c.AKSMachine == "" {
+			m, err := p.pending(ctx, cl, c, false)
+			if provider.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+			continue
+		}
+		if i := slices.IndexFunc(listed, func(m aksMachine) bool { return m.name == c.AKSMachine }); i >= 0 {
+			out = append(out, describe(c.Machine, c.Pool, c.Created, listed[i].resourceID, ap))
+		}
+	}
+	return out, nil
+}
+
+// readPool reads the agent pool, which must say its count.
+func (p *Provider) readPool(ctx context.Context, cl *clients, r ref) (*armcontainerservice.AgentPool, error) {
+	got, err := cl.pools.Get(ctx, r.resourceGroup, r.cluster, r.agentPool, nil)
+	if err != nil {
+		return nil, refusal("reading agent pool "+r.String(), err)
+	}
+	if got.Properties == nil || got.Properties.Count == nil {
+		return nil, fmt.Errorf("agent pool %s: AKS answered without its count", r)
+	}
+	return &got.AgentPool, nil
+}
+
+func resourceIDOf(m *armcontainerservice.Machine) string {
+	if m.Properties == nil {
+		return ""
+	}
+	return str(m.Properties.ResourceID)
 }
 
 // describe is an AKS machine as a provider.Machine, with what its agent
 // pool says of all its machines: the VM size, node image and priority
 // (the GA Machines API reports none of them per machine, nor a zone or a
-// state). A machine AKS lists is Running once the pool's operation has
-// ended: AKS ends a scale-out when its nodes are ready.
-func (p *Provider) describe(ctx context.Context, cl *clients, r ref, name, pool string, created time.Time, m *armcontainerservice.Machine) (*provider.Machine, error) {
-	got, err := cl.pools.Get(ctx, r.resourceGroup, r.cluster, r.agentPool, nil)
-	if err != nil {
-		return nil, refusal("reading agent pool "+r.String(), err)
-	}
+// state). So its state is the pool's: Running once the pool's operation
+// has ended (AKS ends a scale-out when its nodes are ready), Launching
+// while any operation runs on the pool, a machine that has long been
+// running included.
+func describe(name, pool string, created time.Time, resourceID string, ap *armcontainerservice.AgentPool) *provider.Machine {
 	out := &provider.Machine{Name: name, Pool: pool, Created: created, Capacity: v1alpha1.CapacityOnDemand, State: provider.StateLaunching}
-	if m.Properties != nil && m.Properties.ResourceID != nil {
-		out.ProviderID = providerID(*m.Properties.ResourceID)
+	if resourceID != "" {
+		out.ProviderID = providerID(resourceID)
 	}
-	if props := got.Properties; props != nil {
+	if props := ap.Properties; props != nil {
 		out.InstanceType = str(props.VMSize)
 		out.Image = str(props.NodeImageVersion)
 		if props.ScaleSetPriority != nil && *props.ScaleSetPriority == armcontainerservice.ScaleSetPrioritySpot {
@@ -319,12 +480,18 @@ func (p *Provider) describe(ctx context.Context, cl *clients, r ref, name, pool 
 			out.State = provider.StateRunning
 		}
 	}
-	return out, nil
+	return out
 }
 
 // vmPattern is a scale set VM's resource ID, or the providerID of its Node,
 // in any case (cloud-provider-azure lowercases the resource group).
-var vmPattern = regexp.MustCompile(`(?i)^(?:azure://)?(/subscriptions/[^/]+/resourceGroups/([^/]+)/providers/Microsoft\.Compute/virtualMachineScaleSets/[^/]+)/virtualMachines/([0-9]{1,10})$`)
+var vmPattern = regexp.MustCompile(`(?i)^(?:azure://)?/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Compute/virtualMachineScaleSets/([^/]+)/virtualMachines/([0-9]{1,10})$`)
+
+// aksMachinePattern is the name AKS gives an agent pool's machine (and its
+// Node): the pool's scale set, aks-<agent pool>-<8 digits>-vmss, and the
+// instance ID in six base-36 digits. AKS allows an agent pool's name only
+// lowercase letters and digits, at most 12.
+var aksMachinePattern = regexp.MustCompile(`^aks-([a-z0-9]{1,12})-[0-9]+-vmss[0-9a-z]{6}$`)
 
 // providerID is the providerID of a machine's Node, "azure://" and its
 // resource ID, as cloud-provider-azure writes it: the resource group
@@ -343,11 +510,9 @@ const namePrefix = "aks-agentpool/"
 
 // NameOf is the machine name of a Node of an agent pool: the name sluice
 // gave it when a claim holds its providerID, else
-// "aks-agentpool/<subscription>/<resource group>/<cluster>/<agent pool>/<AKS machine>"
-// for a machine of an agent pool the provider has listed since it started,
-// so that a Node the pool had before sluice can be deleted through AKS too;
-// "" otherwise. (A providerID names the scale set, not the cluster, so a
-// pool not listed yet cannot be told.)
+// "aks-agentpool/<subscription>/<AKS machine>" (a machine the pool had
+// before sluice), which Get and Delete place among the NodePools' agent
+// pools without having listed any; "" for a Node of no AKS scale set.
 func (p *Provider) NameOf(n *corev1.Node) string {
 	m := vmPattern.FindStringSubmatch(n.Spec.ProviderID)
 	if m == nil {
@@ -355,20 +520,20 @@ func (p *Provider) NameOf(n *corev1.Node) string {
 	}
 	p.loadClaims()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if name, ok := p.byID[provider.IDKey(n.Spec.ProviderID)]; ok {
+	name, ok := p.byID[provider.IDKey(n.Spec.ProviderID)]
+	p.mu.Unlock()
+	if ok {
 		return name
 	}
-	r, ok := p.sets[provider.IDKey("azure://"+m[1])]
-	if !ok {
-		return ""
-	}
-	id, err := strconv.ParseInt(m[3], 10, 64)
+	id, err := strconv.ParseInt(m[4], 10, 64)
 	if err != nil {
 		return ""
 	}
-	set := m[1][strings.LastIndex(m[1], "/")+1:]
-	return namePrefix + strings.Join([]string{r.subscription, r.resourceGroup, r.cluster, r.agentPool, machineName(set, id)}, "/")
+	aksName := machineName(m[3], id)
+	if !aksMachinePattern.MatchString(aksName) {
+		return ""
+	}
+	return namePrefix + m[1] + "/" + aksName
 }
 
 // machineName is the name AKS gives a scale set's instance: the set's name
@@ -379,16 +544,18 @@ func machineName(set string, id int64) string {
 	return strings.ToLower(set) + strings.Repeat("0", max(0, 6-len(s))) + s
 }
 
-func parseName(name string) (ref, string, bool) {
+// parseName reads a name NameOf gave: the subscription and the AKS
+// machine.
+func parseName(name string) (string, string, bool) {
 	rest, ok := strings.CutPrefix(name, namePrefix)
 	if !ok {
-		return ref{}, "", false
+		return "", "", false
 	}
-	f := strings.Split(rest, "/")
-	if len(f) != 5 || slices.Contains(f, "") {
-		return ref{}, "", false
+	sub, aksName, ok := strings.Cut(rest, "/")
+	if !ok || sub == "" || !aksMachinePattern.MatchString(aksName) {
+		return "", "", false
 	}
-	return ref{f[0], f[1], f[2], f[3]}, f[4], true
+	return sub, aksName, true
 }
 
 // loadClaims fills NameOf's index from the claims once; the provider keeps
@@ -432,18 +599,6 @@ func (p *Provider) forget(c *Claim) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.byID, provider.IDKey(providerID(c.ResourceID)))
-}
-
-// learn notes the scale set behind an agent pool, from a machine's resource
-// ID, for NameOf.
-func (p *Provider) learn(r ref, resourceID string) {
-	m := vmPattern.FindStringSubmatch(resourceID)
-	if m == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.sets[provider.IDKey("azure://"+m[1])] = r
 }
 
 func str(s *string) string {

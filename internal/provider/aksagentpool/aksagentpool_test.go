@@ -242,7 +242,7 @@ func TestNameOf(t *testing.T) {
 		t.Errorf("NameOf(our node) after a restart = %q; want web-a1b2c", got)
 	}
 	foreign := p.NameOf(node(before))
-	if want := "aks-agentpool/" + akstest.Subscription + "/rg/aks/web/" + before; foreign != want {
+	if want := "aks-agentpool/" + akstest.Subscription + "/" + before; foreign != want {
 		t.Fatalf("NameOf(a node the pool had) = %q; want %q", foreign, want)
 	}
 	if err := p.Delete(ctx(t), foreign); err != nil {

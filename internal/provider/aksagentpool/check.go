@@ -36,11 +36,10 @@ const previewAPIVersion = "2025-10-02-preview"
 // field into: a pool whose field changed since its last node image upgrade
 // still makes nodes with the old taints.
 func (p *Provider) CheckRegistration(ctx context.Context, pool *v1alpha1.NodePool) (string, error) {
-	spec := pool.Spec.Provider.AKS
-	if spec == nil {
-		return "", nil // Create refuses the pool, saying why
+	r, err := specRef(pool)
+	if err != nil {
+		return "", err
 	}
-	r := refOfSpec(spec)
 	cl, err := p.clientsFor(r.subscription)
 	if err != nil {
 		return "", err
@@ -59,6 +58,18 @@ func (p *Provider) CheckRegistration(ctx context.Context, pool *v1alpha1.NodePoo
 		"add it with az aks update --resource-group %s --name %s --node-init-taints %s (aks-preview; it sets every pool's) or the managed cluster's ARM template, "+
 		"then az aks nodepool upgrade --node-image-only --resource-group %s --cluster-name %s --name %s for AKS to write it into the pool's scale set",
 		r, strings.Join(init, ", "), want, r.resourceGroup, r.cluster, want, r.resourceGroup, r.cluster, r.agentPool), nil
+}
+
+// specRef is the pool's agent pool, or an error wrapping
+// provider.ErrCannotTell when the spec does not name one (Create refuses
+// such a pool, saying why): an empty answer would claim it registers well.
+func specRef(pool *v1alpha1.NodePool) (ref, error) {
+	s := pool.Spec.Provider.AKS
+	if s == nil || s.SubscriptionID == "" || s.ResourceGroup == "" || s.Cluster == "" || s.AgentPool == "" {
+		return ref{}, fmt.Errorf("NodePool %s names no AKS agent pool (provider.aks needs subscriptionID, resourceGroup, cluster and agentPool): %w",
+			pool.Name, provider.ErrCannotTell)
+	}
+	return refOfSpec(s), nil
 }
 
 // initializationTaints reads the agent pool at previewAPIVersion through
@@ -106,11 +117,10 @@ func (p *Provider) initializationTaints(ctx context.Context, cl *clients, r ref)
 // be the same set both ways, since a taint repels pods whichever side has
 // it.
 func (p *Provider) CheckTemplate(ctx context.Context, pool *v1alpha1.NodePool) (string, error) {
-	spec := pool.Spec.Provider.AKS
-	if spec == nil {
-		return "", nil
+	r, err := specRef(pool)
+	if err != nil {
+		return "", err
 	}
-	r := refOfSpec(spec)
 	cl, err := p.clientsFor(r.subscription)
 	if err != nil {
 		return "", err

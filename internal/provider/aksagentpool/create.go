@@ -51,7 +51,10 @@ func (p *Provider) scaleOut(ctx context.Context, pool, name string, r ref) (*pro
 	if err != nil {
 		return nil, err
 	}
-	unlock := p.lock(r)
+	unlock, err := p.lock(ctx, r)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 	ap, err := p.agentPool(ctx, cl, r)
 	if err != nil {
@@ -62,31 +65,32 @@ func (p *Provider) scaleOut(ctx context.Context, pool, name string, r ref) (*pro
 		return nil, err
 	}
 	c := &Claim{Machine: name, Pool: pool, Subscription: r.subscription, ResourceGroup: r.resourceGroup, Cluster: r.cluster,
-		AgentPool: r.agentPool, Created: p.clock.Now().UTC()}
-	for _, m := range before {
-		c.Before = append(c.Before, m.name)
-	}
+		AgentPool: r.agentPool, Created: p.clock.Now().UTC(), Before: names(before)}
 	return p.grow(ctx, cl, c, ap)
 }
 
 // agentPool reads the agent pool and refuses one the provider cannot change
 // the count of.
 func (p *Provider) agentPool(ctx context.Context, cl *clients, r ref) (*armcontainerservice.AgentPool, error) {
-	got, err := cl.pools.Get(ctx, r.resourceGroup, r.cluster, r.agentPool, nil)
+	ap, err := p.readPool(ctx, cl, r)
 	if err != nil {
-		return nil, refusal("reading agent pool "+r.String(), err)
+		return nil, err
 	}
-	ap := &got.AgentPool
-	if ap.Properties == nil || ap.Properties.Count == nil {
-		return nil, fmt.Errorf("agent pool %s: AKS answered without its count", r)
+	if err := autoscaled(r, ap); err != nil {
+		return nil, err
 	}
+	return ap, nil
+}
+
+// autoscaled refuses an agent pool AKS's cluster autoscaler sizes.
+func autoscaled(r ref, ap *armcontainerservice.AgentPool) error {
 	if ap.Properties.EnableAutoScaling != nil && *ap.Properties.EnableAutoScaling {
-		return nil, &provider.Error{Code: CodeAutoscaled, Message: fmt.Sprintf(
+		return &provider.Error{Code: CodeAutoscaled, Message: fmt.Sprintf(
 			"agent pool %s has AKS's cluster autoscaler on, which sets its count too; sluice must be the only writer of the count: "+
 				"az aks nodepool update --disable-cluster-autoscaler --resource-group %s --cluster-name %s --name %s",
 			r, r.resourceGroup, r.cluster, r.agentPool)}
 	}
-	return ap, nil
+	return nil
 }
 
 // resume finishes a claim found stored: the machine, or nil when it is gone
@@ -96,7 +100,10 @@ func (p *Provider) resume(ctx context.Context, c *Claim) (*provider.Machine, err
 	if err != nil {
 		return nil, err
 	}
-	unlock := p.lock(refOf(c))
+	unlock, err := p.lock(ctx, refOf(c))
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 	if c.AKSMachine == "" {
 		return p.pending(ctx, cl, c, true)
@@ -120,38 +127,68 @@ func (p *Provider) claimed(ctx context.Context, cl *clients, c *Claim) (*provide
 	if err != nil {
 		return nil, refusal(fmt.Sprintf("reading machine %s of agent pool %s", c.AKSMachine, r), err)
 	}
-	return p.describe(ctx, cl, r, c.Machine, c.Pool, c.Created, &m.Machine)
-}
-
-// pending settles a claim whose AKS machine is not known yet, with the pool
-// locked: the one new machine is the machine; none and the count raised
-// means AKS has not listed it yet (Launching); none and the count not
-// raised means the scale-out never happened, so it is made when mayRaise
-// (Create), and the machine is NotFound otherwise (Get: the controller asks
-// again by the same name).
-func (p *Provider) pending(ctx context.Context, cl *clients, c *Claim, mayRaise bool) (*provider.Machine, error) {
-	r := refOf(c)
-	fresh, err := p.fresh(ctx, cl, c)
+	ap, err := p.readPool(ctx, cl, r)
 	if err != nil {
 		return nil, err
 	}
+	return describe(c.Machine, c.Pool, c.Created, resourceIDOf(&m.Machine), ap), nil
+}
+
+// pending settles a claim whose AKS machine is not known yet. Only once
+// the pool's count reached the claim's were its new machines made for it:
+// before, they are another operation's (an upgrade's surge nodes). Then
+// the one new machine is the machine; none means AKS has not listed it
+// yet (Launching); several cannot be told apart, and the machine is Failed
+// saying so, for the controller to give it up and Delete it. A count never
+// raised (or that AKS went back on) is raised now when mayRaise (Create),
+// and the machine is NotFound otherwise (Get: the controller asks again by
+// the same name).
+func (p *Provider) pending(ctx context.Context, cl *clients, c *Claim, mayRaise bool) (*provider.Machine, error) {
+	r := refOf(c)
+	ap, err := p.readPool(ctx, cl, r)
+	if err != nil {
+		return nil, err
+	}
+	if !raised(c, ap) {
+		if !mayRaise {
+			return nil, fmt.Errorf("machine %s: agent pool %s was never scaled out for it: %w", c.Machine, r, provider.ErrNotFound)
+		}
+		if err := autoscaled(r, ap); err != nil {
+			return nil, err
+		}
+		before, err := p.machines(ctx, cl, r)
+		if err != nil {
+			return nil, err
+		}
+		c.Before = names(before) // what came meanwhile is not this claim's
+		return p.grow(ctx, cl, c, ap)
+	}
+	fresh, err := p.fresh(ctx, cl, c)
 	switch {
+	case err != nil:
+		return nil, err
 	case len(fresh) == 1:
 		return p.settle(ctx, cl, c, fresh[0])
 	case len(fresh) > 1:
-		return nil, elsewhere(r, c.Machine, fresh)
+		m := launching(c)
+		m.State, m.Message = provider.StateFailed, elsewhere(r, c.Machine, fresh).Error()
+		return m, nil
 	}
-	ap, err := p.agentPool(ctx, cl, r)
-	if err != nil {
-		return nil, err
+	return launching(c), nil
+}
+
+// raised says whether the agent pool's count reached the one the claim
+// asked for.
+func raised(c *Claim, ap *armcontainerservice.AgentPool) bool {
+	return *ap.Properties.Count >= c.Count
+}
+
+func names(ms []aksMachine) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.name)
 	}
-	if c.Count > 0 && *ap.Properties.Count >= c.Count {
-		return launching(c), nil
-	}
-	if !mayRaise {
-		return nil, fmt.Errorf("machine %s: agent pool %s was never scaled out for it: %w", c.Machine, r, provider.ErrNotFound)
-	}
-	return p.grow(ctx, cl, c, ap)
+	return out
 }
 
 func launching(c *Claim) *provider.Machine {
@@ -183,10 +220,16 @@ func (p *Provider) grow(ctx context.Context, cl *clients, c *Claim, ap *armconta
 	body.Properties.Count = &c.Count
 	poller, err := cl.pools.BeginCreateOrUpdate(ctx, r.resourceGroup, r.cluster, r.agentPool, body,
 		&armcontainerservice.AgentPoolsClientBeginCreateOrUpdateOptions{IfMatch: ap.Properties.ETag})
+	var answer *azcore.ResponseError
+	if errors.As(err, &answer) {
+		// AKS refused the request itself (another operation runs, the
+		// pool changed, quota): nothing changed, and a machine new since
+		// is another operation's.
+		return nil, p.refused(ctx, c, refusal("raising the count of agent pool "+r.String(), err))
+	}
 	if err == nil {
 		_, err = poller.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: p.opts.PollEvery})
 	}
-	var answer *azcore.ResponseError
 	if err != nil && !errors.As(err, &answer) {
 		// Cut short (a timeout, a lost connection): whether AKS scaled
 		// out is unknown, and the claim says what to look for.
@@ -205,7 +248,16 @@ func (p *Provider) grow(ctx context.Context, cl *clients, c *Claim, ap *armconta
 	return p.failedScaleOut(ctx, cl, c, fresh, err)
 }
 
-// failedScaleOut answers a scale-out AKS refused or ended in an error. A
+// refused drops the claim of a scale-out AKS did not accept and returns
+// why.
+func (p *Provider) refused(ctx context.Context, c *Claim, why error) error {
+	if err := p.claims.Delete(ctx, c.Machine); err != nil {
+		return errors.Join(why, fmt.Errorf("then dropping the claim: %w", err))
+	}
+	return why
+}
+
+// failedScaleOut answers a scale-out AKS accepted and ended in an error. A
 // machine made anyway (the error was the polling's) is the machine; none
 // drops the claim, so the pool is as it was; more than one is refused, not
 // guessed at.
@@ -218,10 +270,7 @@ func (p *Provider) failedScaleOut(ctx context.Context, cl *clients, c *Claim, fr
 	case len(fresh) == 1:
 		return p.settle(ctx, cl, c, fresh...)
 	}
-	if derr := p.claims.Delete(ctx, c.Machine); derr != nil {
-		return nil, errors.Join(refused, fmt.Errorf("then dropping the claim: %w", derr))
-	}
-	return nil, refused
+	return nil, p.refused(ctx, c, refused)
 }
 
 // settle makes the one fresh AKS machine the claim's machine.
@@ -278,12 +327,7 @@ func (p *Provider) machines(ctx context.Context, cl *clients, r ref) ([]aksMachi
 			if m == nil || m.Name == nil {
 				continue
 			}
-			am := aksMachine{name: *m.Name}
-			if m.Properties != nil {
-				am.resourceID = str(m.Properties.ResourceID)
-				p.learn(r, am.resourceID)
-			}
-			out = append(out, am)
+			out = append(out, aksMachine{name: *m.Name, resourceID: resourceIDOf(m)})
 		}
 	}
 	slices.SortFunc(out, func(a, b aksMachine) int { return strings.Compare(a.name, b.name) })

@@ -20,8 +20,13 @@ const (
 	// CodeOperationInProgress: AKS runs another operation on the agent
 	// pool (an upgrade, a scale someone else asked for) and takes no
 	// other until it ends, or the pool changed since the provider read
-	// it; asking again later works.
+	// it (a 412 to If-Match: assumed, not seen from AKS); asking again
+	// later works.
 	CodeOperationInProgress = "OperationInProgress"
+	// CodeOperationNotAllowed: AKS refused the change for a reason of the
+	// pool's own (stopped, at a limit) that lasts until a person changes
+	// it; AKS's message says which.
+	CodeOperationNotAllowed = "OperationNotAllowed"
 	// CodeCapacityChangedElsewhere: the pool's machines changed in a way
 	// the provider's claims do not explain (a cluster autoscaler or a
 	// person scaled it), so the provider cannot tell which machine is the
@@ -46,9 +51,14 @@ func aksRefusal(re *azcore.ResponseError, e *provider.Error) bool {
 		code == "OperationNotAllowed" && strings.Contains(strings.ToLower(message(re)), "quota"):
 		e.Code = provider.CodeQuotaExceeded
 		e.Message += ": " + message(re)
-	case code == "OperationNotAllowed", code == "AgentPoolUpgradeInProgress", code == "PreconditionFailed",
-		re.StatusCode == http.StatusPreconditionFailed:
+	case code == "OperationNotAllowed" && inProgress(message(re)), code == "AgentPoolUpgradeInProgress",
+		code == "PreconditionFailed", re.StatusCode == http.StatusPreconditionFailed:
 		e.Code, e.Retryable = CodeOperationInProgress, true
+		e.Message += ": " + message(re)
+	case code == "OperationNotAllowed":
+		// Anything else AKS does not allow (a stopped pool, a count past
+		// its limits) stays so until a person changes the pool.
+		e.Code = CodeOperationNotAllowed
 		e.Message += ": " + message(re)
 	case code == "ResourceNotFound", code == "NotFound", code == "ParentResourceNotFound", code == "ResourceGroupNotFound":
 		e.Code = provider.CodeInvalidTemplate
@@ -60,6 +70,15 @@ func aksRefusal(re *azcore.ResponseError, e *provider.Error) bool {
 		return false
 	}
 	return true
+}
+
+// inProgress says whether AKS's message is its "another operation is in
+// progress" ("Operation is not allowed: Another operation (Scaling) is in
+// progress, please wait for it to finish before starting a new operation",
+// or "Another agentpool operation (nodepool1 - Creating) is in progress").
+func inProgress(msg string) bool {
+	msg = strings.ToLower(msg)
+	return strings.Contains(msg, "another") && strings.Contains(msg, "in progress")
 }
 
 // message is the message of ARM's error body ({"error":{"code","message"}},

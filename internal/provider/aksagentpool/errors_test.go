@@ -33,6 +33,11 @@ func TestRefusalCodes(t *testing.T) {
 	}{
 		// github.com/Azure/AKS/issues/1561: AKS busy with another operation.
 		{"operation in progress", answer(409, "OperationNotAllowed", "Operation is not allowed: Another operation (Scaling) is in progress, please wait for it to finish before starting a new operation.", nil), CodeOperationInProgress, true},
+		// github.com/cilium/cilium/issues/25944: the agent pool form.
+		{"agent pool operation in progress", answer(409, "OperationNotAllowed", "Operation is not allowed: Another agentpool operation (nodepool1 - Creating) is in progress, please wait for it to finish before starting a new operation.", nil), CodeOperationInProgress, true},
+		// Our own wording (AKS's text for a stopped pool was not found):
+		// any OperationNotAllowed that is not "another operation" lasts.
+		{"not allowed otherwise", answer(400, "OperationNotAllowed", "Operation is not allowed because the agent pool is stopped.", nil), CodeOperationNotAllowed, false},
 		{"stale eTag", answer(412, "PreconditionFailed", "changed", nil), CodeOperationInProgress, true},
 		// github.com/1ChristianAlex/motordesk/issues/14 and Azure/AKS#5808.
 		{"vCPU quota", answer(400, "ErrCode_InsufficientVCPUQuota", "Insufficient vcpu quota requested 2, remaining 0", nil), provider.CodeQuotaExceeded, false},

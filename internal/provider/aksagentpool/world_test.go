@@ -33,6 +33,9 @@ func newWorld() *world {
 func (w *world) provider(retries int32) *aksagentpool.Provider {
 	return aksagentpool.New(&azfake.TokenCredential{}, w.claims, clock.RealClock{}, aksagentpool.Options{
 		PollEvery: 10 * time.Millisecond,
+		ListPools: func(context.Context) ([]v1alpha1.NodePool, error) {
+			return []v1alpha1.NodePool{*pool("web", "web")}, nil
+		},
 		ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{
 			Transport: w.cloud.Transport(),
 			Retry:     policy.RetryOptions{MaxRetries: retries, RetryDelay: 10 * time.Millisecond},
