@@ -104,10 +104,13 @@ func stop(ctx context.Context, client kubernetes.Interface, opts Options, r *Rep
 		holder = held(l, opts.Clock.Now())
 		return holder == "", nil
 	})
-	if err != nil {
+	switch {
+	case wait.Interrupted(err) && ctx.Err() == nil:
 		return fmt.Errorf("the controller still holds its Lease %s/%s (holder %q) after %s, so nothing was changed on the nodes: "+
-			"stop every sluice controller (kubectl -n %s scale deployment %s --replicas 0), then run sluice uninstall again: %w",
-			opts.Namespace, opts.Lease, holder, opts.StopTimeout, opts.Namespace, opts.Deployment, err)
+			"stop every sluice controller (kubectl -n %s scale deployment %s --replicas 0), then run sluice uninstall again",
+			opts.Namespace, opts.Lease, holder, opts.StopTimeout, opts.Namespace, opts.Deployment)
+	case err != nil:
+		return fmt.Errorf("waiting for the controller to stop (Lease %s/%s): %w", opts.Namespace, opts.Lease, err)
 	}
 	r.Stopped = append(r.Stopped, "lease/"+opts.Lease+" free: no controller runs")
 	return nil
