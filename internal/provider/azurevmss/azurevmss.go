@@ -40,7 +40,8 @@
 // instance: a name already there is returned as it is (when its tag says
 // it is the pool's). The provider still keeps a record (a Claim with
 // Flexible set) of the set the VM is in, because Get, List and Delete are
-// given names only. Delete deletes the VM with forceDeletion false; List
+// given names only. Delete deletes the VM with forceDeletion false (one
+// named by NameOf only when its set is a pool's: ForeignVM); List
 // reads each set's VMs once, filtered by the set's id. A model holding
 // what Azure never returns (an adminPassword, customData) or needing
 // extensions cannot be copied into a VM: only a Linux model logging in by
@@ -86,8 +87,16 @@ type Options struct {
 	// PollEvery is how often a long-running operation is polled when Azure
 	// names no Retry-After; default 5 s.
 	PollEvery time.Duration
+	// ListPools lists the cluster's NodePools (Start: ClusterPoolList).
+	// Delete of a VM named by NameOf needs it: the VM is deleted only when
+	// its scale set is one an azure-vmss pool lists. Without it, such a
+	// Delete is refused.
+	ListPools PoolList
 	Log       *slog.Logger
 }
+
+// PoolList lists the cluster's NodePools.
+type PoolList func(ctx context.Context) ([]v1alpha1.NodePool, error)
 
 // Provider makes a pool's machines in its scale sets. Build it with New.
 type Provider struct {
@@ -350,7 +359,8 @@ var providerIDPattern = regexp.MustCompile(`(?i)^azure:///subscriptions/([0-9a-f
 // through its set too: "azure-vmss/<subscription>/<resource group>/<scale
 // set>/<instance ID>" for a Uniform set's instance,
 // "azure-vmss/<subscription>/<resource group>/<VM name>" for a standard VM
-// (a Flexible set's, which Get and Delete check it still is); "" for any
+// (any VM's: Get finds it only in a scale set, and Delete deletes it only
+// in a set an azure-vmss NodePool lists, Options.ListPools); "" for any
 // other providerID. The controller prefers the machine name it noted on a
 // Node it asked for (sluice.dev/machine).
 func (p *Provider) NameOf(n *corev1.Node) string {

@@ -32,6 +32,8 @@ type world struct {
 	cloud  *azuretest.Cloud
 	kube   *k8sfake.Clientset
 	claims *azurevmss.ConfigMapClaims
+	// pools are the cluster's NodePools, as the providers list them.
+	pools []*v1alpha1.NodePool
 }
 
 func newWorld() *world {
@@ -42,6 +44,13 @@ func newWorld() *world {
 func (w *world) provider(retries int32) *azurevmss.Provider {
 	return azurevmss.New(&azfake.TokenCredential{}, w.claims, clock.RealClock{}, azurevmss.Options{
 		PollEvery: 10 * time.Millisecond,
+		ListPools: func(context.Context) ([]v1alpha1.NodePool, error) {
+			var out []v1alpha1.NodePool
+			for _, np := range w.pools {
+				out = append(out, *np)
+			}
+			return out, nil
+		},
 		ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{
 			Transport: w.cloud.Transport(),
 			Retry:     policy.RetryOptions{MaxRetries: retries, RetryDelay: 10 * time.Millisecond},

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
@@ -184,8 +185,10 @@ func notOurs(vm *armcompute.VirtualMachine, pool string) string {
 }
 
 // removeVM deletes the machine's VM and then its record; a VM already gone
-// is no error. A name NameOf gave is deleted only while its VM is in a
-// scale set: a standalone VM (a control plane's) is never the provider's.
+// is no error. A name NameOf gave (NameOf names any standard VM's Node) is
+// deleted only while its VM is in a scale set some azure-vmss NodePool
+// lists: a standalone VM (a control plane's), or one of another set, is
+// never the provider's.
 func (p *Provider) removeVM(ctx context.Context, v vmRef, name string, recorded bool) error {
 	cl, err := p.clientsFor(v.subscription)
 	if err != nil {
@@ -200,6 +203,9 @@ func (p *Provider) removeVM(ctx context.Context, v vmRef, name string, recorded 
 			return refusal("reading VM "+v.String(), err)
 		case notOurs(&got.VirtualMachine, "") != "":
 			return fmt.Errorf("machine %s: VM %s is in no scale set: azure-vmss deletes scale sets' VMs only", name, v)
+		}
+		if err := p.poolsList(ctx, name, v, *got.Properties.VirtualMachineScaleSet.ID); err != nil {
+			return err
 		}
 	}
 	if err := p.deleteVM(ctx, cl, v); err != nil {
@@ -377,4 +383,37 @@ func tag(vm *armcompute.VirtualMachine, key string) string {
 
 func lastSegment(id string) string {
 	return id[strings.LastIndex(id, "/")+1:]
+}
+
+// poolsList refuses the VM unless its scale set (setID, the VM's
+// virtualMachineScaleSet.id) is one an azure-vmss NodePool lists.
+func (p *Provider) poolsList(ctx context.Context, name string, v vmRef, setID string) error {
+	refuse := func(why string) error {
+		return &provider.Error{Code: CodeForeignVM, Message: fmt.Sprintf(
+			"machine %s: VM %s is in scale set %s, %s: azure-vmss deletes only VMs of its pools' scale sets; delete it yourself if it should go", name, v, setID, why)}
+	}
+	if p.opts.ListPools == nil {
+		return refuse("and the provider cannot list the NodePools to tell whether a pool lists it")
+	}
+	id, err := arm.ParseResourceID(setID)
+	if err != nil {
+		return refuse("an id azure-vmss cannot read (" + err.Error() + ")")
+	}
+	set := ref{id.SubscriptionID, id.ResourceGroupName, id.Name}
+	pools, err := p.opts.ListPools(ctx)
+	if err != nil {
+		return fmt.Errorf("listing NodePools, to tell whether VM %s's scale set is a pool's: %w", v, err)
+	}
+	for _, np := range pools {
+		spec := np.Spec.Provider.Azure
+		if np.Spec.Provider.Name != v1alpha1.ProviderAzureVMSS || spec == nil {
+			continue
+		}
+		for _, s := range spec.ScaleSets {
+			if (ref{spec.SubscriptionID, spec.ResourceGroup, s.Name}).key() == set.key() {
+				return nil
+			}
+		}
+	}
+	return refuse("which no azure-vmss NodePool's provider.azure.scaleSets lists")
 }

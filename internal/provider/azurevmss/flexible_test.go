@@ -7,9 +7,14 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
@@ -232,9 +237,10 @@ func TestFlexibleNoCapacityCleansUpAndFallsBack(t *testing.T) {
 }
 
 // A Node of a Flexible set that sluice did not make is named from its
-// providerID and deleted through the VM API.
+// providerID and deleted through the VM API, its set being a pool's.
 func TestFlexibleNodeIsDeletedByItsProviderID(t *testing.T) {
 	w := flexWorld(t)
+	w.pools = append(w.pools, pool("web", "web-flex"))
 	w.cloud.AddInstance("web-flex")
 	var vm string
 	for name := range w.cloud.Instances("web-flex") {
@@ -256,6 +262,47 @@ func TestFlexibleNodeIsDeletedByItsProviderID(t *testing.T) {
 	}
 	if n := len(w.cloud.Instances("web-flex")); n != 0 {
 		t.Errorf("the set has %d VMs, want 0", n)
+	}
+}
+
+// NameOf names any standard VM's Node. Delete of such a name deletes the
+// VM only when its scale set is one an azure-vmss NodePool lists: a VM of
+// another set, or any VM when the NodePools cannot be listed, is refused
+// (ForeignVM) and left running.
+func TestFlexibleNodeOfNoPoolsSetIsRefused(t *testing.T) {
+	for name, tc := range map[string]struct {
+		pools []*v1alpha1.NodePool
+		list  bool
+	}{
+		"no pool lists the set": {pools: []*v1alpha1.NodePool{pool("web", "web-other"), func() *v1alpha1.NodePool {
+			np := pool("aks", "web-flex") // another provider's pool over the set
+			np.Spec.Provider.Name = v1alpha1.ProviderAKS
+			return np
+		}()}, list: true},
+		"the pools cannot be listed": {pools: []*v1alpha1.NodePool{pool("web", "web-flex")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := flexWorld(t)
+			w.pools = tc.pools
+			w.cloud.AddInstance("web-flex")
+			var vm string
+			for name := range w.cloud.Instances("web-flex") {
+				vm = name
+			}
+			p := w.provider(3)
+			if !tc.list {
+				p = azurevmss.New(&azfake.TokenCredential{}, w.claims, clock.RealClock{}, azurevmss.Options{PollEvery: 10 * time.Millisecond,
+					ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: w.cloud.Transport()}}})
+			}
+			name := p.NameOf(&corev1.Node{Spec: corev1.NodeSpec{ProviderID: w.cloud.ProviderID("web-flex", vm)}})
+			err := p.Delete(ctx(t), name)
+			if e, ok := provider.AsError(err); !ok || e.Code != azurevmss.CodeForeignVM || !strings.Contains(e.Message, "web-flex") {
+				t.Errorf("delete %s: %v; want ForeignVM naming the set", name, err)
+			}
+			if _, ok := w.cloud.VM("web-flex", vm); !ok {
+				t.Error("the VM was deleted")
+			}
+		})
 	}
 }
 
