@@ -25,9 +25,14 @@ const TagNodePool = "sluice-nodepool"
 // $expand=userData.
 //
 // What the model holds and Azure never returns cannot be carried over: its
-// customData and adminPassword. A model whose VMs need either is refused;
-// extensions are separate resources of a VM and are not made either, so the
-// model's kubelet must start from its user data or its image.
+// customData and adminPassword. A model needing an adminPassword (Windows,
+// or password login) is refused (osProfileOf). customData cannot be
+// detected (Azure answers without it, set or not), so a model that starts
+// its kubelet from customData is not refused: its VMs boot without it and
+// never join. Nor are the model's extensions made (they are separate
+// resources of a VM, and not refused either). The model's kubelet must
+// therefore start from its user data or its image; docs/providers.md says
+// so.
 func vmOf(set *armcompute.VirtualMachineScaleSet, r ref, name, pool, image string) (armcompute.VirtualMachine, error) {
 	props := set.Properties
 	if set.ID == nil || set.SKU == nil || set.SKU.Name == nil || props == nil {
