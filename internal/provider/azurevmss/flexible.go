@@ -56,7 +56,9 @@ func (p *Provider) createVM(ctx context.Context, cl *clients, pool, name string,
 	if err != nil {
 		return nil, refusal("reading scale set "+r.String(), err)
 	}
-	vm, err := vmOf(&full.VirtualMachineScaleSet, r, name, pool, image)
+	size := str(full.Location) + "/" + str(full.SKU.Name) // the key of the unavailable sizes, as scaleOutIn's
+	avoid := func(zone string) bool { return p.isUnavailable(zoneKey(size, zone)) }
+	vm, err := vmOf(&full.VirtualMachineScaleSet, r, name, pool, image, avoid)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +74,7 @@ func (p *Provider) createVM(ctx context.Context, cl *clients, pool, name string,
 		if derr := p.claims.Delete(ctx, name); derr != nil {
 			return nil, errors.Join(refusal("creating VM "+v.String(), err), derr)
 		}
-		return nil, refusal(fmt.Sprintf("creating VM %s in scale set %s", v, r), err)
+		return nil, p.noteZone(err, refusal(fmt.Sprintf("creating VM %s in scale set %s", v, r), err), size, &vm, full.Zones)
 	}
 	if err == nil {
 		var done armcompute.VirtualMachinesClientCreateOrUpdateResponse
@@ -87,7 +89,41 @@ func (p *Provider) createVM(ctx context.Context, cl *clients, pool, name string,
 		p.opts.Log.Info("VM creation cut short; the machine is settled when it is next read", "machine", name, "scaleSet", r.String(), "err", err)
 		return launchingVM(c), nil
 	}
-	return p.failedVM(ctx, cl, c, err)
+	m, ferr := p.failedVM(ctx, cl, c, err)
+	return m, p.noteZone(err, ferr, size, &vm, full.Zones)
+}
+
+// zoneKey is what a zone that had no capacity for a VM size is remembered
+// by: size is scaleOutIn's (location/VM size).
+func zoneKey(size, zone string) string { return size + "/zone-" + zone }
+
+// zoneFull is a Flexible set's refusal for lack of capacity in the VM's
+// zone only, while another of the set's zones remains: the set's VM size is
+// not passed over, only the zone, so the machine asked again goes to
+// another zone.
+type zoneFull struct{ error }
+
+func (z *zoneFull) Unwrap() error { return z.error }
+
+// noteZone remembers, for unavailableFor, the VM's zone as having no
+// capacity for the set's size when Azure refused the VM for its zone
+// (cause: ZonalAllocationFailed, OverconstrainedZonalAllocationRequest),
+// and returns refused as a zoneFull while another of the set's zones is
+// not so remembered. Other answers are returned as they are.
+func (p *Provider) noteZone(cause, refused error, size string, vm *armcompute.VirtualMachine, zones []*string) error {
+	var re *azcore.ResponseError
+	if refused == nil || len(vm.Zones) == 0 || vm.Zones[0] == nil || !errors.As(cause, &re) ||
+		re.ErrorCode != "ZonalAllocationFailed" && re.ErrorCode != "OverconstrainedZonalAllocationRequest" {
+		return refused
+	}
+	p.markUnavailable(zoneKey(size, *vm.Zones[0]))
+	p.opts.Log.Info("no capacity in the zone; the next VMs of the size go to the set's other zones", "size", size, "zone", *vm.Zones[0], "for", unavailableFor)
+	for _, z := range zones {
+		if z != nil && !p.isUnavailable(zoneKey(size, *z)) {
+			return &zoneFull{refused}
+		}
+	}
+	return refused
 }
 
 // adopt returns the VM already named name when it is the pool's, and makes

@@ -236,6 +236,35 @@ func TestFlexibleNoCapacityCleansUpAndFallsBack(t *testing.T) {
 	}
 }
 
+// A VM Azure cannot place in its zone (ZonalAllocationFailed,
+// OverconstrainedZonalAllocationRequest) is refused, retryably; the zone is
+// passed over for the set's size, not the size itself, so the machine
+// asked again is made in another of the set's zones.
+func TestFlexibleZonalFailureTriesAnotherZone(t *testing.T) {
+	for _, code := range []string{"ZonalAllocationFailed", "OverconstrainedZonalAllocationRequest"} {
+		t.Run(code, func(t *testing.T) {
+			first, err := flexWorld(t).provider(3).Create(ctx(t), pool("web", "web-flex"), "web-a1b2c")
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			w := flexWorld(t)
+			w.cloud.FailScaleOut = []string{code}
+			p := w.provider(3)
+			_, err = p.Create(ctx(t), pool("web", "web-flex"), "web-a1b2c")
+			if e, ok := provider.AsError(err); !ok || e.Code != provider.CodeInsufficientCapacity || !e.Retryable {
+				t.Fatalf("create in a zone without capacity: %v; want a retryable InsufficientCapacity", err)
+			}
+			m, err := p.Create(ctx(t), pool("web", "web-flex"), "web-a1b2c")
+			if err != nil {
+				t.Fatalf("create asked again: %v; want the VM in another zone of the set", err)
+			}
+			if m.Zone == first.Zone || !strings.HasPrefix(m.Zone, "westeurope-") {
+				t.Errorf("the VM asked again is in %s; want another zone than %s, which had no capacity", m.Zone, first.Zone)
+			}
+		})
+	}
+}
+
 // A Node of a Flexible set that sluice did not make is named from its
 // providerID and deleted through the VM API, its set being a pool's.
 func TestFlexibleNodeIsDeletedByItsProviderID(t *testing.T) {

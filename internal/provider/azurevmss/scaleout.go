@@ -168,7 +168,9 @@ func (p *Provider) scaleOut(ctx context.Context, pool *v1alpha1.NodePool, name s
 		if !ok || perr.Code != provider.CodeInsufficientCapacity {
 			return nil, err
 		}
-		p.markUnavailable(size)
+		if zf := (*zoneFull)(nil); !errors.As(err, &zf) { // a zone only: the size stays, in the set's other zones
+			p.markUnavailable(size)
+		}
 		lastRefusal = err
 	}
 	if lastRefusal != nil {

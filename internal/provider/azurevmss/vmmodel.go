@@ -3,6 +3,7 @@ package azurevmss
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
@@ -33,7 +34,9 @@ const TagNodePool = "sluice-nodepool"
 // resources of a VM, and not refused either). The model's kubelet must
 // therefore start from its user data or its image; docs/providers.md says
 // so.
-func vmOf(set *armcompute.VirtualMachineScaleSet, r ref, name, pool, image string) (armcompute.VirtualMachine, error) {
+//
+// avoid says which of the set's zones to pass over (nil: none).
+func vmOf(set *armcompute.VirtualMachineScaleSet, r ref, name, pool, image string, avoid func(zone string) bool) (armcompute.VirtualMachine, error) {
 	props := set.Properties
 	if set.ID == nil || set.SKU == nil || set.SKU.Name == nil || props == nil {
 		return armcompute.VirtualMachine{}, fmt.Errorf("scale set %s: Azure answered without its id, sku or properties", r)
@@ -63,7 +66,7 @@ func vmOf(set *armcompute.VirtualMachineScaleSet, r ref, name, pool, image strin
 		Plan:     set.Plan,
 		Identity: identityOf(set.Identity),
 		Tags:     map[string]*string{TagNodePool: to.Ptr(pool)},
-		Zones:    zoneOf(set.Zones, name),
+		Zones:    zoneOf(set.Zones, name, avoid),
 		Properties: &armcompute.VirtualMachineProperties{
 			VirtualMachineScaleSet: &armcompute.SubResource{ID: set.ID},
 			HardwareProfile:        &armcompute.HardwareProfile{VMSize: &size},
@@ -93,17 +96,23 @@ func flexRefusal(r ref, why string) error {
 	return &provider.Error{Code: provider.CodeInvalidTemplate, Message: fmt.Sprintf("Flexible scale set %s %s", r, why)}
 }
 
-// zoneOf is the zone of the set's zones the VM named name goes to, the same
-// for the same name (a VM's zone cannot change, so a PUT asked again must
-// ask for the same); none for a regional set, whose VMs must be regional
-// too.
-func zoneOf(zones []*string, name string) []*string {
-	if len(zones) == 0 {
+// zoneOf is the zone of the set's zones the VM named name goes to: one of
+// those avoid does not pass over (a zone that lately had no capacity for
+// the set's size), chosen by the name's hash, so a PUT asked again asks
+// for the same zone while the zones passed over stay the same (a VM's zone
+// cannot change). When avoid passes over every zone, any of them. None for
+// a regional set, whose VMs must be regional too.
+func zoneOf(zones []*string, name string, avoid func(zone string) bool) []*string {
+	open := slices.DeleteFunc(slices.Clone(zones), func(z *string) bool { return z == nil || avoid != nil && avoid(*z) })
+	if len(open) == 0 {
+		open = slices.DeleteFunc(slices.Clone(zones), func(z *string) bool { return z == nil })
+	}
+	if len(open) == 0 {
 		return nil
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(name)) // never fails
-	return []*string{zones[int(h.Sum32())%len(zones)]}
+	return []*string{open[int(h.Sum32()%uint32(len(open)))]}
 }
 
 // identityOf carries the set's user-assigned identities over (Flexible sets

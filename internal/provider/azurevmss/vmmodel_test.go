@@ -43,7 +43,7 @@ func flexSet(change func(*armcompute.VirtualMachineScaleSet)) *armcompute.Virtua
 // The VM is the model written as a standalone VM of the set.
 func TestVMOfCopiesTheModel(t *testing.T) {
 	r := ref{"s", "rg", "web-flex"}
-	vm, err := vmOf(flexSet(nil), r, "web-a1b2c", "web", "")
+	vm, err := vmOf(flexSet(nil), r, "web-a1b2c", "web", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +68,11 @@ func TestVMOfCopiesTheModel(t *testing.T) {
 	case *vm.Tags[TagNodePool] != "web":
 		t.Errorf("tags = %v", vm.Tags)
 	}
-	again, _ := vmOf(flexSet(nil), r, "web-a1b2c", "web", "")
+	again, _ := vmOf(flexSet(nil), r, "web-a1b2c", "web", "", nil)
 	if *again.Zones[0] != *vm.Zones[0] {
 		t.Error("the same name goes to another zone: a PUT asked again would ask to move the VM")
 	}
-	regional, _ := vmOf(flexSet(func(s *armcompute.VirtualMachineScaleSet) { s.Zones = nil }), r, "web-a1b2c", "web", "")
+	regional, _ := vmOf(flexSet(func(s *armcompute.VirtualMachineScaleSet) { s.Zones = nil }), r, "web-a1b2c", "web", "", nil)
 	if regional.Zones != nil {
 		t.Errorf("a regional set's VM has zones %v", regional.Zones)
 	}
@@ -93,13 +93,13 @@ func TestVMOfRefusesWhatAzureNeverReturns(t *testing.T) {
 		"no network":             func(s *armcompute.VirtualMachineScaleSet) { s.Properties.VirtualMachineProfile.NetworkProfile = nil },
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := vmOf(flexSet(change), ref{"s", "rg", "web-flex"}, "web-a1b2c", "web", "")
+			_, err := vmOf(flexSet(change), ref{"s", "rg", "web-flex"}, "web-a1b2c", "web", "", nil)
 			if pe, ok := provider.AsError(err); !ok || pe.Code != provider.CodeInvalidTemplate || !strings.Contains(pe.Message, "web-flex") {
 				t.Errorf("vmOf = %v, want InvalidTemplate naming the set", err)
 			}
 		})
 	}
-	if _, err := vmOf(flexSet(nil), ref{"s", "rg", "web-flex"}, "web-a1b2c", "web", "Canonical:ubuntu:22_04:latest"); err == nil {
+	if _, err := vmOf(flexSet(nil), ref{"s", "rg", "web-flex"}, "web-a1b2c", "web", "Canonical:ubuntu:22_04:latest", nil); err == nil {
 		t.Error("an image azure-vmss refuses was taken")
 	}
 }
