@@ -112,7 +112,7 @@ func zoneOf(zones []*string, name string, avoid func(zone string) bool) []*strin
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(name)) // never fails
-	return []*string{open[int(h.Sum32()%uint32(len(open)))]}
+	return []*string{open[int(h.Sum32())%len(open)]}
 }
 
 // identityOf carries the set's user-assigned identities over (Flexible sets
