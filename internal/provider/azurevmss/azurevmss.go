@@ -199,7 +199,8 @@ func (p *Provider) deleteInstance(ctx context.Context, cl *clients, r ref, id st
 
 // Delete deletes the machine's instance and its claim; a machine already
 // gone (or never made) is no error. A deletion Azure fails keeps the claim,
-// so asking again deletes it.
+// so asking again deletes it. An instance named by NameOf is deleted only
+// when its scale set is one an azure-vmss NodePool lists (ForeignVM).
 func (p *Provider) Delete(ctx context.Context, name string) error {
 	if v, ok := parseVMName(name); ok {
 		return p.removeVM(ctx, v, name, false)
@@ -210,6 +211,11 @@ func (p *Provider) Delete(ctx context.Context, name string) error {
 	}
 	if c != nil && c.Flexible {
 		return p.removeVM(ctx, vmRefOf(c), name, true)
+	}
+	if c == nil { // a name NameOf gave: any scale set's instance
+		if err := p.poolsList(ctx, name, "instance "+id, *r); err != nil {
+			return err
+		}
 	}
 	cl, err := p.clientsFor(r.subscription)
 	if err != nil {

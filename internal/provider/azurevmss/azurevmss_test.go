@@ -313,11 +313,22 @@ func TestDeleteRemovesTheInstanceAndItsClaim(t *testing.T) {
 }
 
 // A Node the pool had before sluice is named from its providerID (in the
-// Node's case) and deleted through its set.
+// Node's case) and deleted through its set, once a pool lists the set;
+// before, it is refused (ForeignVM) and nothing is deleted.
 func TestANodeOfTheSetIsDeletedByItsProviderID(t *testing.T) {
 	w := newWorld()
 	w.cloud.AddSet("aks-web-vmss", "Standard_D4s_v5", 3)
+	w.pools = []*v1alpha1.NodePool{pool("web", "aks-other-vmss")}
 	p := w.provider(3)
+	foreign := p.NameOf(&corev1.Node{Spec: corev1.NodeSpec{ProviderID: "azure:///subscriptions/" + azuretest.Subscription +
+		"/resourceGroups/mc_rg_aks_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-web-vmss/virtualMachines/1"}})
+	if e, ok := provider.AsError(p.Delete(ctx(t), foreign)); !ok || e.Code != azurevmss.CodeForeignVM {
+		t.Errorf("delete %s of a set no pool lists: %v; want ForeignVM", foreign, e)
+	}
+	if n := len(w.cloud.Instances("aks-web-vmss")); n != 3 {
+		t.Fatalf("the set has %d instances after a refused delete, want 3", n)
+	}
+	w.pools = append(w.pools, pool("web2", "aks-web-vmss"))
 	node := &corev1.Node{Spec: corev1.NodeSpec{ProviderID: "azure:///subscriptions/" + azuretest.Subscription +
 		"/resourceGroups/mc_rg_aks_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/aks-web-vmss/virtualMachines/1"}}
 	name := p.NameOf(node)

@@ -22,9 +22,9 @@ const (
 	// person scaled it), so the provider cannot tell which instance is the
 	// machine it asked for.
 	CodeCapacityChangedElsewhere = "CapacityChangedElsewhere"
-	// CodeForeignVM: a VM named by NameOf is in a scale set no
-	// azure-vmss pool lists (or the pools cannot be listed), so azure-vmss
-	// does not delete it.
+	// CodeForeignVM: a VM or scale set instance named by NameOf is in a
+	// scale set no azure-vmss pool lists (or the pools cannot be listed),
+	// so azure-vmss does not delete it.
 	CodeForeignVM = "ForeignVM"
 )
 

@@ -240,7 +240,13 @@ func (p *Provider) removeVM(ctx context.Context, v vmRef, name string, recorded 
 		case notOurs(&got.VirtualMachine, "") != "":
 			return fmt.Errorf("machine %s: VM %s is in no scale set: azure-vmss deletes scale sets' VMs only", name, v)
 		}
-		if err := p.poolsList(ctx, name, v, *got.Properties.VirtualMachineScaleSet.ID); err != nil {
+		setID := *got.Properties.VirtualMachineScaleSet.ID
+		id, err := arm.ParseResourceID(setID)
+		if err != nil {
+			return &provider.Error{Code: CodeForeignVM, Message: fmt.Sprintf(
+				"machine %s: VM %s is in scale set %s, an id azure-vmss cannot read (%v): it deletes only VMs of its pools' scale sets; delete it yourself if it should go", name, v, setID, err)}
+		}
+		if err := p.poolsList(ctx, name, "VM "+v.String(), ref{id.SubscriptionID, id.ResourceGroupName, id.Name}); err != nil {
 			return err
 		}
 	}
@@ -421,24 +427,19 @@ func lastSegment(id string) string {
 	return id[strings.LastIndex(id, "/")+1:]
 }
 
-// poolsList refuses the VM unless its scale set (setID, the VM's
-// virtualMachineScaleSet.id) is one an azure-vmss NodePool lists.
-func (p *Provider) poolsList(ctx context.Context, name string, v vmRef, setID string) error {
+// poolsList refuses the machine (what: its VM or instance) unless its
+// scale set is one an azure-vmss NodePool lists.
+func (p *Provider) poolsList(ctx context.Context, name, what string, set ref) error {
 	refuse := func(why string) error {
 		return &provider.Error{Code: CodeForeignVM, Message: fmt.Sprintf(
-			"machine %s: VM %s is in scale set %s, %s: azure-vmss deletes only VMs of its pools' scale sets; delete it yourself if it should go", name, v, setID, why)}
+			"machine %s: %s is in scale set %s, %s: azure-vmss deletes only the VMs of its pools' scale sets; delete it yourself if it should go", name, what, set, why)}
 	}
 	if p.opts.ListPools == nil {
 		return refuse("and the provider cannot list the NodePools to tell whether a pool lists it")
 	}
-	id, err := arm.ParseResourceID(setID)
-	if err != nil {
-		return refuse("an id azure-vmss cannot read (" + err.Error() + ")")
-	}
-	set := ref{id.SubscriptionID, id.ResourceGroupName, id.Name}
 	pools, err := p.opts.ListPools(ctx)
 	if err != nil {
-		return fmt.Errorf("listing NodePools, to tell whether VM %s's scale set is a pool's: %w", v, err)
+		return fmt.Errorf("listing NodePools, to tell whether the scale set of machine %s is a pool's: %w", name, err)
 	}
 	for _, np := range pools {
 		spec := np.Spec.Provider.Azure
