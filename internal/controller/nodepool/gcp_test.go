@@ -55,7 +55,7 @@ func TestAManagedInstanceGroupPoolDriftsAndExpires(t *testing.T) {
 func (s *scene) instanceGroupPool(t *testing.T, cloud *gcptest.Server, group string) {
 	t.Helper()
 	p, err := gcpmig.New(context.Background(), clock.RealClock{}, gcpmig.Options{ClientOptions: cloud.ClientOptions(),
-		Pools: gcpmig.ClusterPools(s.env.Client), ListPools: gcpmig.ClusterPoolList(s.env.Client), PollEvery: 100 * time.Millisecond})
+		Pools: provider.ClusterPool(s.env.Client), ListPools: provider.ClusterPoolList(s.env.Client), PollEvery: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

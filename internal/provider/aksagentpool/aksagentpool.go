@@ -62,12 +62,9 @@ type Options struct {
 	// ListPools lists the cluster's NodePools, for Get and Delete of a
 	// machine no claim holds (a Node the pool had before sluice): its
 	// agent pool is the one of a NodePool that lists it.
-	ListPools PoolList
+	ListPools provider.PoolList
 	Log       *slog.Logger
 }
-
-// PoolList lists the cluster's NodePools.
-type PoolList func(ctx context.Context) ([]v1alpha1.NodePool, error)
 
 // Provider makes a pool's machines in its AKS agent pool. Build it with New.
 type Provider struct {

@@ -2,11 +2,9 @@ package aksagentpool
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -34,22 +32,5 @@ func start(_ context.Context, env provider.Env) (provider.Provider, error) {
 		return nil, fmt.Errorf("loading the Azure credentials: %w", err)
 	}
 	return New(cred, NewConfigMapClaims(env.Client, env.Namespace), env.Clock,
-		Options{ListPools: ClusterPoolList(env.Client), Log: env.Log.With("provider", v1alpha1.ProviderAKS)}), nil
-}
-
-// ClusterPoolList lists the cluster's NodePools, for Get and Delete of a
-// machine no claim holds (Options.ListPools).
-func ClusterPoolList(c kubernetes.Interface) PoolList {
-	return func(ctx context.Context) ([]v1alpha1.NodePool, error) {
-		gv := v1alpha1.SchemeGroupVersion
-		raw, err := c.Discovery().RESTClient().Get().AbsPath("/apis", gv.Group, gv.Version, v1alpha1.NodePoolResource.Resource).DoRaw(ctx)
-		if err != nil {
-			return nil, err
-		}
-		var list v1alpha1.NodePoolList
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, fmt.Errorf("reading the NodePools: %w", err)
-		}
-		return list.Items, nil
-	}
+		Options{ListPools: provider.ClusterPoolList(env.Client), Log: env.Log.With("provider", v1alpha1.ProviderAKS)}), nil
 }

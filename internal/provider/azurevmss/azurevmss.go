@@ -91,12 +91,9 @@ type Options struct {
 	// Delete of a VM named by NameOf needs it: the VM is deleted only when
 	// its scale set is one an azure-vmss pool lists. Without it, such a
 	// Delete is refused.
-	ListPools PoolList
+	ListPools provider.PoolList
 	Log       *slog.Logger
 }
-
-// PoolList lists the cluster's NodePools.
-type PoolList func(ctx context.Context) ([]v1alpha1.NodePool, error)
 
 // Provider makes a pool's machines in its scale sets. Build it with New.
 type Provider struct {

@@ -85,12 +85,6 @@ var (
 // Karpenter's ICE cache does).
 const unavailableFor = 3 * time.Minute
 
-// Pools finds a NodePool by name; nil, nil when there is none.
-type Pools func(ctx context.Context, name string) (*v1alpha1.NodePool, error)
-
-// PoolList lists the cluster's NodePools.
-type PoolList func(ctx context.Context) ([]v1alpha1.NodePool, error)
-
 // Options tune the provider.
 type Options struct {
 	// ClientOptions are every client's (tests: gcptest's endpoint and no
@@ -98,12 +92,12 @@ type Options struct {
 	ClientOptions []option.ClientOption
 	// Pools finds a pool the provider was not handed since it started,
 	// for Get, Delete and List (Start reads the cluster's NodePools).
-	Pools Pools
+	Pools provider.PoolGetter
 	// ListPools lists the pools, for Get and Delete of a machine named by
 	// NameOf, whose group must be one of a gcp-mig pool's (Start lists the
 	// cluster's NodePools). Without it, only the pools the provider was
 	// handed or found by name since it started count.
-	ListPools PoolList
+	ListPools provider.PoolList
 	// PollEvery is how often the managed instance is read while its first
 	// creation attempt is under way; default 2 s.
 	PollEvery time.Duration

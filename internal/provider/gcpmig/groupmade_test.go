@@ -227,7 +227,7 @@ func TestClusterPoolList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools, err := gcpmig.ClusterPoolList(c)(context.Background())
+	pools, err := provider.ClusterPoolList(c)(context.Background())
 	if err != nil || len(pools) != 1 || pools[0].Name != "web" || pools[0].Spec.Provider.GCP.InstanceGroups[0].Name != "nodes" {
 		t.Errorf("ClusterPoolList = %+v, %v; want pool web over group nodes", pools, err)
 	}
