@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider/aksagentpool"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
 	"github.com/sluice-dev/sluice/internal/uninstall"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 func newUninstallCommand() *cobra.Command {
@@ -23,14 +24,14 @@ func newUninstallCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove what sluice put on the cluster, and nothing a person asked for",
-		Long: `Uninstall stops the controller (scales its Deployment to 0) and the agents (deletes their
-DaemonSet), waits until no controller holds the leader Lease, then takes off every node the
-sluice.dev/termination finalizer (so kubectl delete node completes), the taints sluice.dev/maintenance,
-sluice.dev/consolidation and sluice.dev/unregistered, the cordons sluice's controllers placed (a
-person's cordon, or one a person's sluice drain placed, stays) and the annotations that steer
-sluice's controllers; then deletes the drain timelines, the providers' claims and the Lease.
-NodePools, their CRD and cloud machines are left. The chart runs it before helm uninstall
-removes anything (docs/operations.md).`,
+		Long: "Uninstall stops the controller (scales its Deployment to 0) and the agents (deletes their\n" +
+			"DaemonSet), waits until no controller holds the leader Lease, then takes off every node the\n" +
+			contract.FinalizerTermination + " finalizer (so kubectl delete node completes), the taints " + contract.TaintMaintenance + ",\n" +
+			contract.TaintConsolidation + " and " + contract.TaintUnregistered + ", the cordons sluice's controllers placed (a\n" +
+			"person's cordon, or one a person's sluice drain placed, stays) and the annotations that steer\n" +
+			"sluice's controllers; then deletes the drain timelines, the providers' claims and the Lease.\n" +
+			"NodePools, their CRD and cloud machines are left. The chart runs it before helm uninstall\n" +
+			"removes anything (docs/operations.md).",
 		Example: `  sluice uninstall --dry-run
   sluice uninstall -n sluice-system -o json`,
 		Args: cobra.NoArgs,
