@@ -51,6 +51,9 @@ type Report struct {
 // Run stops sluice and removes what it put on the cluster.
 func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Report, error) {
 	r := &Report{DryRun: opts.DryRun}
+	if err := look(ctx, client, opts); err != nil {
+		return r, err
+	}
 	if err := stop(ctx, client, opts, r); err != nil {
 		return r, err
 	}
@@ -63,6 +66,22 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 	r.Kept = append(r.Kept, "NodePools and their CRD: helm uninstall keeps CRDs; delete them with kubectl delete crd nodepools.sluice.dev when they are not wanted",
 		"cloud machines: sluice deletes none on uninstall")
 	return r, nil
+}
+
+// look reads what the next steps change before anything is changed, so
+// that a cluster that cannot be read (or a namespace that is not sluice's)
+// is found before the controller is stopped.
+func look(ctx context.Context, client kubernetes.Interface, opts Options) error {
+	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	if _, err := client.AppsV1().Deployments(opts.Namespace).Get(ctx, opts.Deployment, metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the controller's deployment %s/%s: %w", opts.Namespace, opts.Deployment, err)
+	}
+	if _, err := client.CoordinationV1().Leases(opts.Namespace).Get(ctx, opts.Lease, metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the controller's lease %s/%s: %w", opts.Namespace, opts.Lease, err)
+	}
+	return nil
 }
 
 // stop scales the controller to zero, deletes the agents, and waits until
