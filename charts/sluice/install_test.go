@@ -135,7 +135,9 @@ func installAndUpgrade(t *testing.T, env *sandboxtest.Env, bin string) {
 	chart.HelmWith(t, bin, "install", "sluice", previousChart, "-n", ns, "--kubeconfig", kc, "--wait", "--timeout", "3m")
 	// Without the pre-delete hook: the sandbox runs no container, so its
 	// Job would never finish (the hook's own test runs its command).
-	uninstall := func() { _ = exec.Command(bin, "uninstall", "sluice", "-n", ns, "--kubeconfig", kc, "--wait", "--no-hooks").Run() }
+	uninstall := func() {
+		_ = exec.Command(bin, "uninstall", "sluice", "-n", ns, "--kubeconfig", kc, "--wait", "--no-hooks").Run()
+	}
 	defer uninstall()
 	ctx := context.Background()
 	dep, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "sluice-controller", metav1.GetOptions{})
