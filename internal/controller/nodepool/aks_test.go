@@ -57,7 +57,7 @@ func (s *scene) agentPool(t *testing.T, cloud *akstest.Cloud, ap string) {
 	t.Helper()
 	claims := aksagentpool.NewConfigMapClaims(s.env.Client, s.env.Namespace)
 	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAKS: aksagentpool.New(&azfake.TokenCredential{}, claims, clock.RealClock{},
-		aksagentpool.Options{PollEvery: 50 * time.Millisecond, ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
+		aksagentpool.Options{PollEvery: 50 * time.Millisecond, ListPools: provider.ClusterPoolList(s.env.Client), ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
 		clock.RealClock{})
 	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAKS, AKS: &v1alpha1.AKSProviderSpec{
 		SubscriptionID: akstest.Subscription, ResourceGroup: akstest.ResourceGroup, Cluster: akstest.Cluster, AgentPool: ap}})

@@ -68,7 +68,7 @@ func (s *scene) scaleSetPool(t *testing.T, cloud *azuretest.Cloud, set string) {
 	t.Helper()
 	claims := azurevmss.NewConfigMapClaims(s.env.Client, s.env.Namespace)
 	s.machines = provider.NewMachines(provider.Set{v1alpha1.ProviderAzureVMSS: azurevmss.New(&azfake.TokenCredential{}, claims, clock.RealClock{},
-		azurevmss.Options{PollEvery: 50 * time.Millisecond, ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
+		azurevmss.Options{PollEvery: 50 * time.Millisecond, ListPools: provider.ClusterPoolList(s.env.Client), ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: cloud.Transport()}}})},
 		clock.RealClock{})
 	ctx := s.cloudPool(t, v1alpha1.ProviderSpec{Name: v1alpha1.ProviderAzureVMSS, Azure: &v1alpha1.AzureProviderSpec{
 		SubscriptionID: azuretest.Subscription, ResourceGroup: azuretest.ResourceGroup, ScaleSets: []v1alpha1.ScaleSet{{Name: set}}}})

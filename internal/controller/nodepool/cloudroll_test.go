@@ -28,6 +28,13 @@ func (s *scene) driftAndExpire(t *testing.T, before []string, held func(context.
 	// The controller first: a cloud's first nodes may join with the
 	// unregistered taint too, and take pods once it registered them.
 	s.start(t)
+	s.env.WaitFor(t, 2*time.Minute, "the first nodes registered", func(ctx context.Context) (bool, error) {
+		nodes, err := s.nodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(nodes, provider.Tainted), nil
+	})
 	s.workload(t, 12, "10")
 	a := s.audit(t)
 	s.driftMidRollout(t, before)
