@@ -54,8 +54,8 @@ func (p *Provider) CheckRegistration(ctx context.Context, pool *v1alpha1.NodePoo
 			strings.Join(missing, ", "), contract.TaintUnregistered), nil
 	}
 	if len(unseen) > 0 {
-		return "", fmt.Errorf("scale set %s has no user data to read (an AKS node pool's kubelet flags are AKS's: give the node pool --node-initialization-taints %s=true:NoExecute): %w",
-			strings.Join(unseen, ", "), contract.TaintUnregistered, provider.ErrCannotTell)
+		return "", fmt.Errorf("scale set %s has no user data to read (an AKS node pool's kubelet flags are AKS's: on AKS use the %s provider, which reads the cluster's node initialization taints for %s=true:NoExecute): %w",
+			strings.Join(unseen, ", "), v1alpha1.ProviderAKS, contract.TaintUnregistered, provider.ErrCannotTell)
 	}
 	return "", nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss/azuretest"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
 // CheckRegistration reads the models' user data: a set whose kubelet
@@ -32,8 +33,8 @@ func TestCheckRegistrationReadsTheModels(t *testing.T) {
 			if unknown := errors.Is(err, provider.ErrCannotTell); unknown != tc.unknown || err != nil && !unknown {
 				t.Fatalf("CheckRegistration error %v; want cannot-tell %v", err, tc.unknown)
 			}
-			if tc.unknown && !strings.Contains(err.Error(), "--node-initialization-taints") {
-				t.Errorf("%v does not say where AKS keeps the taint", err)
+			if tc.unknown && !strings.Contains(err.Error(), string(v1alpha1.ProviderAKS)) {
+				t.Errorf("%v does not point AKS users to the aks-agentpool provider", err)
 			}
 			if named := strings.Contains(why, "aks-web-vmss"); named != tc.named {
 				t.Errorf("CheckRegistration = %q; want the set named: %v", why, tc.named)
