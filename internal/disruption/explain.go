@@ -65,9 +65,12 @@ type Explanation struct {
 	// (budget.Disrupting); empty when it does not.
 	OutOfService string `json:"outOfService,omitempty"`
 	// Record is the disruption controller's record on the node.
-	Record      *Record      `json:"record,omitempty"`
-	RecordError string       `json:"recordError,omitempty"`
-	Maintenance *Maintenance `json:"maintenance,omitempty"`
+	Record      *Record `json:"record,omitempty"`
+	RecordError string  `json:"recordError,omitempty"`
+	// RecordFromNewerVersion: a newer sluice wrote the record (RecordError
+	// says which version), as after a rollback.
+	RecordFromNewerVersion bool         `json:"recordFromNewerVersion,omitempty"`
+	Maintenance            *Maintenance `json:"maintenance,omitempty"`
 	// Differences are how the node differs from its pool's template.
 	Differences []Difference `json:"differences,omitempty"`
 	// Expiry is nil when the node never expires.
@@ -152,6 +155,10 @@ const (
 	// VerdictRecordUnreadable: the node's disruption record cannot be read,
 	// so the controller leaves it alone.
 	VerdictRecordUnreadable VerdictCode = "RecordUnreadable"
+	// VerdictRecordFromNewerVersion: a newer sluice wrote the node's
+	// disruption record (this one was rolled back), so this one leaves the
+	// node alone rather than act on half of it.
+	VerdictRecordFromNewerVersion VerdictCode = "RecordFromNewerVersion"
 )
 
 // Verdict is the one line that answers "will sluice disrupt this node, and
@@ -182,7 +189,7 @@ func Explain(in ExplainInput) Explanation {
 	rec, recErr := RecordOf(node)
 	e.Record = rec
 	if recErr != nil {
-		e.RecordError = recErr.Error()
+		e.RecordError, e.RecordFromNewerVersion = recErr.Error(), IsNewerRecord(recErr)
 	}
 	e.Notes = notes(e)
 	if pool == nil {
@@ -292,6 +299,9 @@ func (e *Explanation) decide(pool *v1alpha1.NodePool, members []*corev1.Node, no
 		return Verdict{VerdictBeingDeleted, e.deleting()}
 	case pool == nil:
 		return Verdict{VerdictNoPool, "no pool: defaults only: no NodePool selects the node, so sluice answers its maintenance events with the default actions and never replaces it"}
+	case e.RecordFromNewerVersion:
+		return Verdict{VerdictRecordFromNewerVersion, fmt.Sprintf("left alone: %s; or remove the annotation (kubectl annotate node %s %s-) to let this one decide again",
+			e.RecordError, e.Node, contract.AnnotationDisruption)}
 	case e.RecordError != "":
 		return Verdict{VerdictRecordUnreadable, fmt.Sprintf("left alone: %s; remove the annotation (kubectl annotate node %s %s-) to let sluice decide again",
 			e.RecordError, e.Node, contract.AnnotationDisruption)}

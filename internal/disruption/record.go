@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,10 +41,19 @@ const (
 // that name no reasons limit it.
 const ReasonDeleted v1alpha1.DisruptionReason = "Deleted"
 
+// RecordVersion is the version of the Record this sluice writes and the
+// newest it reads. A change an older controller would misread (a field whose
+// absence it would take to mean something else, a phase it does not know)
+// raises it; adding a field an older controller may ignore does not. A record
+// without a version is version 1 (the first releases wrote none).
+const RecordVersion = 1
+
 // Record is the disruption controller's note on a node it is taking away,
 // kept in the node's contract.AnnotationDisruption so that a restarted or
 // new leader resumes where the last one stopped.
 type Record struct {
+	// Version is the RecordVersion of the sluice that wrote it.
+	Version     int                       `json:"v,omitempty"`
 	Reason      v1alpha1.DisruptionReason `json:"reason"`
 	Phase       Phase                     `json:"phase"`
 	Since       time.Time                 `json:"since"`
@@ -67,7 +77,9 @@ type Record struct {
 }
 
 // RecordOf reads the node's record; nil when it has none. An unreadable
-// record is an error: the caller leaves such a node alone and says so.
+// record is an error, and so is one a newer sluice wrote (a
+// *NewerRecordError: this one would read half of it): the caller leaves such
+// a node alone and says so.
 func RecordOf(node *corev1.Node) (*Record, error) {
 	raw, ok := node.Annotations[contract.AnnotationDisruption]
 	if !ok {
@@ -77,11 +89,38 @@ func RecordOf(node *corev1.Node) (*Record, error) {
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
 		return nil, fmt.Errorf("reading %s on node %s: %w", contract.AnnotationDisruption, node.Name, err)
 	}
+	if r.Version > RecordVersion {
+		return nil, &NewerRecordError{Node: node.Name, Version: r.Version}
+	}
 	return &r, nil
 }
 
-// String is the record as the annotation holds it.
+// NewerRecordError is a record written by a newer sluice than this one, as
+// after a rollback: its meaning may have changed in ways this one cannot see.
+type NewerRecordError struct {
+	Node    string
+	Version int
+}
+
+func (e *NewerRecordError) Error() string {
+	return fmt.Sprintf("%s on node %s was written by a newer sluice (record version %d; this one reads up to %d): roll sluice forward to finish it",
+		contract.AnnotationDisruption, e.Node, e.Version, RecordVersion)
+}
+
+// EventRecordFromNewerVersion is the Event reason on a node left alone
+// because a newer sluice wrote its record.
+const EventRecordFromNewerVersion = "RecordFromNewerVersion"
+
+// IsNewerRecord reports whether err is (or wraps) a *NewerRecordError.
+func IsNewerRecord(err error) bool {
+	var newer *NewerRecordError
+	return errors.As(err, &newer)
+}
+
+// String is the record as the annotation holds it, stamped with the
+// RecordVersion this sluice writes.
 func (r Record) String() string {
+	r.Version = RecordVersion
 	b, err := json.Marshal(r)
 	if err != nil { // a struct of strings and times always marshals
 		panic(err)

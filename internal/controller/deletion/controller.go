@@ -185,6 +185,13 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	rec, err := disruption.RecordOf(node)
+	if disruption.IsNewerRecord(err) {
+		// A newer sluice was draining it (a rollback happened since): its
+		// record is not ours to rewrite.
+		c.event(node, corev1.EventTypeWarning, disruption.EventRecordFromNewerVersion, "sluice: "+err.Error()+
+			"; or remove the annotation (kubectl annotate node "+node.Name+" "+contract.AnnotationDisruption+"-) to let this one drain the node")
+		return reconcile.Result{RequeueAfter: time.Minute}, nil
+	}
 	if err != nil {
 		c.opts.Log.Error("unreadable disruption record; treating the node as deleted by a person", "node", node.Name, "err", err)
 	}

@@ -96,7 +96,14 @@ func (c *Controller) collectOrphans(ctx context.Context, pool *v1alpha1.NodePool
 	}
 	named := map[string]bool{}
 	for i := range nodes {
-		if r, err := disruption.RecordOf(&nodes[i]); err == nil && r != nil && r.Replacement != "" {
+		r, err := disruption.RecordOf(&nodes[i])
+		if err != nil {
+			// A record this controller cannot read (or a newer sluice
+			// wrote) may name a machine: none is an orphan until it can.
+			c.opts.Log.Info("orphaned machines not collected: a record cannot be read", "pool", pool.Name, "node", nodes[i].Name, "err", err)
+			return every, nil
+		}
+		if r != nil && r.Replacement != "" {
 			named[r.Replacement] = true
 		}
 	}

@@ -121,6 +121,11 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 	}
 	for _, n := range v.Nodes {
 		rec, err := disruption.RecordOf(n)
+		if disruption.IsNewerRecord(err) {
+			c.event(n, corev1.EventTypeWarning, disruption.EventRecordFromNewerVersion, "sluice: the node counts against its pool's budget and is left alone: "+err.Error())
+			errs = append(errs, err)
+			continue
+		}
 		if err != nil {
 			c.event(n, corev1.EventTypeWarning, "DisruptionRecordUnreadable", fmt.Sprintf(
 				"sluice: the node counts against its pool's budget, but its %s annotation cannot be read (%v); remove it to give the node back", contract.AnnotationDisruption, err))
