@@ -4,15 +4,29 @@
 # cache outside the clone keyed by everything that decides the result. A second run with
 # the same pins prints the cached directory at once; a version bump builds a new one.
 #
+# `build.sh compat` builds the oldest Kubernetes minor sluice supports instead, from the
+# module in compat/ (its own go.mod: a second k8s.io pin cannot share this one). Its etcd
+# and kwok are the main build's: kwok talks to any API server, and the 1.30 API server
+# speaks the etcd v3 API that etcd 3.6 serves (docs/design/day-two.md says why that is
+# enough for what the compat subset proves).
+#
 # Prints the bin directory on stdout (the last line); progress goes to stderr.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cd "$here"
+variant="${1:-main}"
+case "$variant" in
+  main) cd "$here" ;;
+  compat)
+    main_bin="$("$here/build.sh")"
+    cd "$here/compat"
+    ;;
+  *) echo "build.sh: unknown build $variant (want nothing or compat)" >&2; exit 2 ;;
+esac
 
-kube_version="$(awk '$1=="k8s.io/kubernetes" {print $2; exit}' go.mod)"
+kube_version="$(awk '$1=="require" {$1=""; $0=$0} $1=="k8s.io/kubernetes" {print $2; exit}' go.mod)"
 if [[ -z "$kube_version" ]]; then
-  echo "build.sh: cannot read the k8s.io/kubernetes version from $here/go.mod" >&2
+  echo "build.sh: cannot read the k8s.io/kubernetes version from $PWD/go.mod" >&2
   exit 1
 fi
 # kwok is built from its own go.mod: its release pins older k8s.io modules than
@@ -35,7 +49,11 @@ done
 
 # The key covers what decides the binaries: the pinned modules, the extra sources, the
 # Go toolchain and the link flags. Editing comments in this script does not rebuild.
-key="$( { cat go.mod go.sum etcd/main.go tools.go; go version; echo "$ldflags kwok=$kwok_version"; } | sha256sum | cut -c1-16)"
+if [[ "$variant" == main ]]; then
+  key="$( { cat go.mod go.sum etcd/main.go tools.go; go version; echo "$ldflags kwok=$kwok_version"; } | sha256sum | cut -c1-16)"
+else
+  key="$( { cat go.mod go.sum tools.go; go version; echo "$ldflags"; } | sha256sum | cut -c1-16)"
+fi
 cache_root="${SLUICE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice/tools}"
 dest="$cache_root/$kube_version-$key"
 bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
@@ -63,15 +81,17 @@ tmp="$(mktemp -d "$cache_root/.build-XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
 
-echo "build.sh: building Kubernetes $kube_version, etcd and kwok into $dest (cold: 10-25 min on 2 cores)" >&2
+echo "build.sh: building Kubernetes $kube_version ($variant build) into $dest (cold: 10-25 min on 2 cores)" >&2
 start=$SECONDS
-CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/" \
-  k8s.io/kubernetes/cmd/kube-apiserver \
-  k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler \
-  k8s.io/kubernetes/cmd/kubectl \
-  ./etcd
-GOBIN="$tmp/bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
+kube=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+if [[ "$variant" == main ]]; then
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/" "${kube[@]}" ./etcd
+  GOBIN="$tmp/bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
+else
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/" "${kube[@]}"
+  cp "$main_bin/etcd" "$main_bin/kwok" "$tmp/bin/"
+fi
 echo "build.sh: built in $((SECONDS - start))s" >&2
 
 rm -rf "$dest"

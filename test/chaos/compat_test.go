@@ -2,9 +2,6 @@ package chaos
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +14,7 @@ import (
 )
 
 // A rollout started by the previous release's controller is finished by this
-// one. The previous release (the commit in testdata/previous-release) drifts
+// one. The previous release (the commit hack/previous-release names) drifts
 // a pool under a budget of two until records, marks and replacements are on
 // the nodes; it is killed, as a `helm upgrade` replaces the pod (or harder),
 // and this commit's controller takes over: it reads what the previous one
@@ -26,7 +23,7 @@ func TestARolloutSurvivesAnUpgradeOfSluice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane and builds the previous release")
 	}
-	previous := previousRelease(t)
+	previous := sandboxtest.PreviousRelease(t).Bin
 	env := sandboxtest.New(t)
 	const size = 6
 	s := newPoolScene(t, env, "compat", size, 3*time.Second, &v1alpha1.DisruptionSpec{
@@ -94,61 +91,4 @@ func TestARolloutSurvivesAnUpgradeOfSluice(t *testing.T) {
 	if lines := current.lines("unreadable"); len(lines) > 0 {
 		t.Errorf("this release could not read what the previous one wrote:\n%s", strings.Join(lines[:min(5, len(lines))], "\n"))
 	}
-}
-
-// previousRelease builds the sluice of the commit testdata/previous-release
-// names, from this repository's history, once per machine (kept in the
-// user's cache beside the control plane's binaries).
-func previousRelease(t *testing.T) string {
-	t.Helper()
-	raw, err := os.ReadFile("testdata/previous-release")
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit := strings.TrimSpace(string(raw))
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(cache, "sluice", "previous", commit)
-	bin := filepath.Join(dir, "sluice")
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := t.TempDir()
-	archive := exec.Command("git", "-C", root, "archive", "--format=tar", commit)
-	untar := exec.Command("tar", "-x", "-C", src)
-	pipe, err := archive.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	untar.Stdin = pipe
-	var archiveErr strings.Builder
-	archive.Stderr = &archiveErr
-	if err := untar.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := archive.Run(); err != nil {
-		t.Fatalf("the previous release's source (commit %s, testdata/previous-release) is not in this clone's history: %v\n%s(a shallow clone lacks it: fetch with --unshallow)", commit, err, archiveErr.String())
-	}
-	if err := untar.Wait(); err != nil {
-		t.Fatalf("unpacking commit %s: %v", commit, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	build := exec.Command("go", "build", "-o", bin+".tmp", "./cmd/sluice")
-	build.Dir = src
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the previous release (commit %s): %v\n%s", commit, err, out)
-	}
-	if err := os.Rename(bin+".tmp", bin); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("built the previous release, commit %s, in %s", commit[:12], dir)
-	return bin
 }

@@ -190,7 +190,7 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 		// record is not ours to rewrite.
 		c.event(node, corev1.EventTypeWarning, disruption.EventRecordFromNewerVersion, "sluice: "+err.Error()+
 			"; or remove the annotation (kubectl annotate node "+node.Name+" "+contract.AnnotationDisruption+"-) to let this one drain the node")
-		return reconcile.Result{RequeueAfter: time.Minute}, nil
+		return reconcile.Result{RequeueAfter: newerRecordRecheck}, nil
 	}
 	if err != nil {
 		c.opts.Log.Error("unreadable disruption record; treating the node as deleted by a person", "node", node.Name, "err", err)
@@ -236,6 +236,11 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 	}
 	return reconcile.Result{RequeueAfter: terminatingRecheck}, nil
 }
+
+// newerRecordRecheck is how often a deleted node whose record a newer
+// sluice wrote is looked at again: the record's removal shows only then
+// (an annotation change alone does not queue the node).
+const newerRecordRecheck = 15 * time.Second
 
 // graceSlack lets the drain's own deadline action (deleting what is left)
 // run before the machine is deleted regardless.
