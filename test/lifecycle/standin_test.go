@@ -39,12 +39,12 @@ import (
 // do not), and --kubeconfig gives it the service account's token, which a
 // pod would find mounted.
 type standIn struct {
-	t          *testing.T
-	client     kubernetes.Interface
-	namespace  string
-	bins       map[string]string // image tag → binary
-	cfg        *rest.Config
-	dir        string // each pod's log, shown when the test fails
+	t         *testing.T
+	client    kubernetes.Interface
+	namespace string
+	bins      map[string]string // image tag → binary
+	cfg       *rest.Config
+	dir       string // each pod's log, shown when the test fails
 
 	mu      sync.Mutex
 	current *pod
