@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -89,7 +90,7 @@ func TestUpgradeAndRollBackMidWork(t *testing.T) {
 	env.Create(t,
 		fixture.Deployment(ns, "web", 12, fixture.NodeSelector(p.labels), fixture.Requests("100m", "128Mi"), fixture.GracePeriod(10), fixture.ExitsAfter(4)),
 		fixture.PDB(ns, "web", "web", fixture.MaxUnavailable("25%")),
-		fixture.Deployment(ns, "svc", 5, fixture.NodeSelector(maintLabels), fixture.GracePeriod(20), fixture.ExitsAfter(8)),
+		fixture.Deployment(ns, "svc", 5, fixture.NodeSelector(maintLabels), fixture.GracePeriod(30), fixture.ExitsAfter(15)),
 		fixture.PDB(ns, "svc", "svc", fixture.MaxUnavailable("1")))
 	env.WaitForPods(t, "app=web", 12)
 	env.WaitForPods(t, "app=svc", 5)
@@ -106,14 +107,16 @@ func TestUpgradeAndRollBackMidWork(t *testing.T) {
 	redeploy := maintenance.Event{ID: "redeploy-" + redeployed, Source: maintenance.SourceAzure, Type: maintenance.TypeRedeploy,
 		Status: maintenance.StatusScheduled, NotBefore: time.Now().Add(10 * time.Minute)}
 	report(t, env, redeployed, redeploy)
-	env.WaitFor(t, 3*time.Minute, "the last release mid-way: a node replaced, the redeployed node draining", func(ctx context.Context) (bool, error) {
-		replaced, err := p.replaced(ctx)
-		if err != nil {
+	// Mid-way: a replacement booting (a record names it) and the
+	// redeployed node half drained.
+	env.WaitFor(t, 3*time.Minute, "the last release mid-way", func(ctx context.Context) (bool, error) {
+		booting, err := p.booting(ctx)
+		if err != nil || booting == "" {
 			return false, err
 		}
-		draining, err := drainingNow(ctx, env, redeployed)
-		return replaced >= 1 && draining, err
+		return drainingNow(ctx, env, redeployed)
 	})
+	p.progress(t, env, redeployed, "upgrading")
 
 	// Upgrade, as docs/operations.md says: this version's CRDs first (helm
 	// never upgrades crds/), then the release.
@@ -122,9 +125,13 @@ func TestUpgradeAndRollBackMidWork(t *testing.T) {
 	run(helm, append([]string{"upgrade", "sluice", chartDir}, noWait(values)...)...)
 	second := pods.leading(t, env, this)
 	atUpgrade := p.progress(t, env, redeployed, "this version leads")
-	env.WaitFor(t, 3*time.Minute, "this version replacing a node of its own", func(ctx context.Context) (bool, error) {
+	env.WaitFor(t, 3*time.Minute, "this version mid-way: a node replaced since, the next booting", func(ctx context.Context) (bool, error) {
 		n, err := p.replaced(ctx)
-		return n > atUpgrade, err
+		if err != nil || n <= atUpgrade {
+			return false, err
+		}
+		booting, err := p.booting(ctx)
+		return booting != "", err
 	})
 
 	// Roll back to the last release while the rollout goes on.
@@ -182,7 +189,7 @@ func newPool(t *testing.T, env *sandboxtest.Env) *pool {
 		ObjectMeta: metav1.ObjectMeta{Name: p.name},
 		Spec: v1alpha1.NodePoolSpec{
 			NodeSelector: metav1.LabelSelector{MatchLabels: p.labels},
-			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok, Kwok: &v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{Duration: 5 * time.Second}}},
+			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok, Kwok: &v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{Duration: 15 * time.Second}}},
 			Template:     &v1alpha1.NodeTemplate{Labels: p.labels, InstanceTypes: []string{"Standard_D4s_v5"}, Image: "img-1"},
 			Disruption:   &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "1"}}, ConsolidateAfter: v1alpha1.Never},
 		},
@@ -252,8 +259,37 @@ func (p *pool) progress(t *testing.T, env *sandboxtest.Env, redeployed, when str
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("when %s: %d of %d pool nodes replaced, %d pods left on the redeployed node", when, replaced, poolSize, left)
+	booting, err := p.booting(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("when %s: %d of %d pool nodes replaced, replacement %q booting, %d pods left on the redeployed node", when, replaced, poolSize, booting, left)
 	return replaced
+}
+
+// booting names a replacement a pool node's record names that is not a
+// Ready node yet: the moment a controller that misread the record would
+// launch a second one. The record is read as the auditor does, as plain
+// JSON, not through sluice's own reader.
+func (p *pool) booting(ctx context.Context) (string, error) {
+	var list corev1.NodeList
+	if err := p.kube.List(ctx, &list, client.MatchingLabels(p.labels)); err != nil {
+		return "", err
+	}
+	ready := map[string]bool{}
+	for _, n := range list.Items {
+		ready[n.Name] = sandboxtest.NodeReady(&n)
+	}
+	for _, n := range list.Items {
+		var rec struct {
+			Replacement string `json:"replacement"`
+		}
+		if raw, ok := n.Annotations[contract.AnnotationDisruption]; ok && json.Unmarshal([]byte(raw), &rec) == nil &&
+			rec.Replacement != "" && !ready[rec.Replacement] {
+			return rec.Replacement, nil
+		}
+	}
+	return "", nil
 }
 
 // rolledOut: poolSize nodes, each running img-2, Ready, schedulable and
