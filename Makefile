@@ -49,7 +49,7 @@ COMPAT_PKGS  := ./test/e2e/ ./internal/agent/ ./internal/controller/maintenance/
 
 test-compat: tools ## the compat subset against Kubernetes 1.30, the oldest minor sluice supports
 	hack/tools/require.sh
-	SLUICE_REQUIRE_TOOLS=1 SLUICE_TOOLS_BIN="$$(hack/tools/build.sh compat)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" $(GO) test -count=1 -p 1 -timeout 30m -run '$(COMPAT_TESTS)' $(COMPAT_PKGS)
+	SLUICE_REQUIRE_TOOLS=1 SLUICE_TOOLS_BIN="$$(hack/tools/build.sh compat)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" $(GO) test -count=1 -p 1 -timeout 30m -run '$(COMPAT_TESTS)' $(COMPAT_PKGS)
 
 unit: ## only the tests that need no control plane
 	$(GO) test -count=1 -short ./...

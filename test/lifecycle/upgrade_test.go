@@ -45,87 +45,22 @@ const poolSize = 6
 // before left (records, marks, a half-drained node), the older one reads
 // what this one wrote, and the work finishes with the auditor clean.
 func TestUpgradeAndRollBackMidWork(t *testing.T) {
-	helm := testenv.Tool(t, "SLUICE_HELM", "run `make test`, or `SLUICE_HELM=$(hack/tools/helm.sh) go test ./test/lifecycle/`")
-	kubectl := kubectlBinary(t)
 	prev := sandboxtest.PreviousRelease(t)
-	chartDir := filepath.Join(prev.Root, "charts", "sluice")
-	previousChart := filepath.Join(chartDir, "testdata", "sluice-"+prev.Version+".tgz")
-	this := appVersion(t, chartDir)
-	if this == prev.Version {
-		t.Fatalf("the chart's appVersion %s is the last release's (hack/previous-release): raise it", this)
-	}
-	env := sandboxtest.New(t)
-	ctx := t.Context()
-	ns, kc := env.Namespace, env.Sandbox.Kubeconfig()
-	run := func(bin string, args ...string) {
-		t.Helper()
-		out, err := exec.Command(bin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
-		}
-	}
-
-	// The last release, installed from its chart (its CRDs with it), on
-	// nodes of its own: two, since the chart keeps its controller's pods on
-	// different nodes, and a rolling update starts the new pod first.
-	sysLabels := map[string]string{"lifecycle.sluice.dev/system": "true"}
-	env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("sys"), 2, fixture.WithLabels(sysLabels)))
-	values := []string{"-n", ns, "--kubeconfig", kc, "--wait", "--timeout", "3m",
-		"--set", "controller.replicas=1", "--set", "controller.providers={kwok}",
-		"--set-string", "controller.nodeSelector.lifecycle\\.sluice\\.dev/system=true"}
-	pods := startStandIn(t, env.Client, env.Config, ns, map[string]string{prev.Version: prev.Bin, this: sandboxtest.Sluice(t)})
-	run(helm, append([]string{"install", "sluice", previousChart}, values...)...)
-	t.Cleanup(func() {
-		// Without the pre-delete hook: the sandbox runs no container, so
-		// its Job would never finish (TestUninstallHook runs its command).
-		_ = exec.Command(helm, "uninstall", "sluice", "-n", ns, "--kubeconfig", kc, "--wait", "--no-hooks").Run()
-	})
-	first := pods.leading(t, env, prev.Version)
-
-	// A pool of kwok machines, and a node the cloud will redeploy with the
-	// pods of svc on it (they leave one at a time, slowly).
-	p := newPool(t, env)
-	maintLabels := map[string]string{"lifecycle.sluice.dev/maint": p.name}
-	redeployed := env.CreateNodes(t, fixture.AKSPool(p.name+"m", 1, fixture.WithLabels(maintLabels)))[0].Name
-	env.Create(t,
-		fixture.Deployment(ns, "web", 12, fixture.NodeSelector(p.labels), fixture.Requests("100m", "128Mi"), fixture.GracePeriod(10), fixture.ExitsAfter(4)),
-		fixture.PDB(ns, "web", "web", fixture.MaxUnavailable("25%")),
-		fixture.Deployment(ns, "svc", 5, fixture.NodeSelector(maintLabels), fixture.GracePeriod(30), fixture.ExitsAfter(15)),
-		fixture.PDB(ns, "svc", "svc", fixture.MaxUnavailable("1")))
-	env.WaitForPods(t, "app=web", 12)
-	env.WaitForPods(t, "app=svc", 5)
-	env.WaitForPDB(t, "web", 12)
-	env.WaitForPDB(t, "svc", 5)
-	// Where svc's pods go once the redeployed node is drained.
-	env.CreateNodes(t, fixture.AKSPool(p.name+"n", 2, fixture.WithLabels(maintLabels)))
-
-	a, err := audit.Start(ctx, env.Config, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.setImage(t, "img-2")
-	redeploy := maintenance.Event{ID: "redeploy-" + redeployed, Source: maintenance.SourceAzure, Type: maintenance.TypeRedeploy,
-		Status: maintenance.StatusScheduled, NotBefore: time.Now().Add(10 * time.Minute)}
-	report(t, env, redeployed, redeploy)
-	// Mid-way: a replacement booting (a record names it) and the
-	// redeployed node half drained.
-	env.WaitFor(t, 3*time.Minute, "the last release mid-way", func(ctx context.Context) (bool, error) {
-		booting, err := p.booting(ctx)
-		if err != nil || booting == "" {
-			return false, err
-		}
-		return drainingNow(ctx, env, redeployed)
-	})
-	p.progress(t, env, redeployed, "upgrading")
+	sc := newScene(t, prev)
+	previousChart := filepath.Join(sc.chartDir, "testdata", "sluice-"+prev.Version+".tgz")
+	sc.helm(t, append([]string{"install", "sluice", previousChart}, sc.values...)...)
+	first := sc.pods.leading(t, sc.env, prev.Version)
+	p, redeployed := sc.work(t)
+	a := sc.startWork(t, p, redeployed)
 
 	// Upgrade, as docs/operations.md says: this version's CRDs first (helm
 	// never upgrades crds/), then the release.
-	run(kubectl, "--kubeconfig", kc, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(chartDir, "crds"))
+	run(t, sc.kubectl, "--kubeconfig", sc.kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(sc.chartDir, "crds"))
 	// Without --wait, as the rest of the rollout would not wait for it.
-	run(helm, append([]string{"upgrade", "sluice", chartDir}, noWait(values)...)...)
-	second := pods.leading(t, env, this)
-	atUpgrade := p.progress(t, env, redeployed, "this version leads")
-	env.WaitFor(t, 3*time.Minute, "this version mid-way: a node replaced since, the next booting", func(ctx context.Context) (bool, error) {
+	sc.helm(t, append([]string{"upgrade", "sluice", sc.chartDir}, noWait(sc.values)...)...)
+	second := sc.pods.leading(t, sc.env, sc.this)
+	atUpgrade := p.progress(t, sc.env, redeployed, "this version leads")
+	sc.env.WaitFor(t, 3*time.Minute, "this version mid-way: a node replaced since, the next booting", func(ctx context.Context) (bool, error) {
 		n, err := p.replaced(ctx)
 		if err != nil || n <= atUpgrade {
 			return false, err
@@ -135,11 +70,12 @@ func TestUpgradeAndRollBackMidWork(t *testing.T) {
 	})
 
 	// Roll back to the last release while the rollout goes on.
-	run(helm, "rollback", "sluice", "1", "-n", ns, "--kubeconfig", kc)
-	third := pods.leading(t, env, prev.Version)
-	if done := p.progress(t, env, redeployed, "the last release leads again"); done == poolSize {
+	sc.helm(t, "rollback", "sluice", "1", "-n", sc.env.Namespace, "--kubeconfig", sc.kubeconfig)
+	third := sc.pods.leading(t, sc.env, prev.Version)
+	if done := p.progress(t, sc.env, redeployed, "the last release leads again"); done == poolSize {
 		t.Errorf("the rollout was over before the rollback took effect; the test proves less than it says")
 	}
+	env := sc.env
 	env.WaitFor(t, 5*time.Minute, "the redeployed node drained", func(ctx context.Context) (bool, error) {
 		return emptied(ctx, env, redeployed)
 	})
@@ -161,12 +97,124 @@ func TestUpgradeAndRollBackMidWork(t *testing.T) {
 		}
 	}
 	for _, name := range []string{first, second, third} {
-		log := pods.logOf(name)
-		for _, line := range strings.Split(log, "\n") {
+		for _, line := range strings.Split(sc.pods.logOf(name), "\n") {
 			if strings.Contains(line, "unreadable") || strings.Contains(line, "RecordFromNewerVersion") {
 				t.Errorf("%s could not read what another version wrote: %s", name, line)
 			}
 		}
+	}
+}
+
+// scene is a sandbox namespace ready for a release of the chart: the helm
+// and kubectl to run, two nodes for the controller, the stand-in kubelet
+// with this version's binary (and the last release's, when given), and the
+// values every helm command of the tests passes.
+type scene struct {
+	env                  *sandboxtest.Env
+	helmBin, kubectl     string
+	kubeconfig, chartDir string
+	this                 string // this chart's appVersion
+	values               []string
+	pods                 *standIn
+}
+
+func newScene(t *testing.T, prev sandboxtest.Release) *scene {
+	t.Helper()
+	sc := &scene{
+		helmBin: testenv.Tool(t, "SLUICE_HELM", "run `make test`, or `SLUICE_HELM=$(hack/tools/helm.sh) go test ./test/lifecycle/`"),
+		kubectl: kubectlBinary(t),
+	}
+	root := prev.Root
+	if root == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		root = filepath.Join(wd, "..", "..")
+	}
+	sc.chartDir = filepath.Join(root, "charts", "sluice")
+	sc.this = appVersion(t, sc.chartDir)
+	bins := map[string]string{sc.this: sandboxtest.Sluice(t)}
+	if prev.Bin != "" {
+		if sc.this == prev.Version {
+			t.Fatalf("the chart's appVersion %s is the last release's (hack/previous-release): raise it", sc.this)
+		}
+		bins[prev.Version] = prev.Bin
+	}
+	sc.env = sandboxtest.New(t)
+	sc.kubeconfig = sc.env.Sandbox.Kubeconfig()
+	ns := sc.env.Namespace
+	// Two nodes for the controller: the chart keeps its pods on different
+	// nodes, and a rolling update starts the new pod first.
+	sysLabels := map[string]string{"lifecycle.sluice.dev/system": "true"}
+	sc.env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("sys"), 2, fixture.WithLabels(sysLabels)))
+	sc.values = []string{"-n", ns, "--kubeconfig", sc.kubeconfig, "--wait", "--timeout", "3m",
+		"--set", "controller.replicas=1", "--set", "controller.providers={kwok}",
+		"--set-string", "controller.nodeSelector.lifecycle\\.sluice\\.dev/system=true"}
+	sc.pods = startStandIn(t, sc.env.Client, sc.env.Config, ns, bins)
+	t.Cleanup(func() {
+		// Without the pre-delete hook: the release may be gone already, or
+		// the test failed half-way.
+		_ = exec.Command(sc.helmBin, "uninstall", "sluice", "-n", ns, "--kubeconfig", sc.kubeconfig, "--wait", "--no-hooks").Run()
+	})
+	return sc
+}
+
+func (sc *scene) helm(t *testing.T, args ...string) { t.Helper(); run(t, sc.helmBin, args...) }
+
+// work makes what sluice will work on, under the NodePool CRD the release
+// installed: a pool of kwok machines, and a node the cloud will redeploy
+// with the pods of svc on it (they leave one at a time, slowly).
+func (sc *scene) work(t *testing.T) (*pool, string) {
+	t.Helper()
+	env, ns := sc.env, sc.env.Namespace
+	p := newPool(t, env)
+	maintLabels := map[string]string{"lifecycle.sluice.dev/maint": p.name}
+	redeployed := env.CreateNodes(t, fixture.AKSPool(p.name+"m", 1, fixture.WithLabels(maintLabels)))[0].Name
+	env.Create(t,
+		fixture.Deployment(ns, "web", 12, fixture.NodeSelector(p.labels), fixture.Requests("100m", "128Mi"), fixture.GracePeriod(10), fixture.ExitsAfter(4)),
+		fixture.PDB(ns, "web", "web", fixture.MaxUnavailable("25%")),
+		fixture.Deployment(ns, "svc", 5, fixture.NodeSelector(maintLabels), fixture.GracePeriod(30), fixture.ExitsAfter(15)),
+		fixture.PDB(ns, "svc", "svc", fixture.MaxUnavailable("1")))
+	env.WaitForPods(t, "app=web", 12)
+	env.WaitForPods(t, "app=svc", 5)
+	env.WaitForPDB(t, "web", 12)
+	env.WaitForPDB(t, "svc", 5)
+	// Where svc's pods go once the redeployed node is drained.
+	env.CreateNodes(t, fixture.AKSPool(p.name+"n", 2, fixture.WithLabels(maintLabels)))
+	return p, redeployed
+}
+
+// startWork starts the auditor, a drift of the pool and the Redeploy, and
+// returns once the work is mid-way: a replacement booting (a record names
+// it) and the redeployed node half drained.
+func (sc *scene) startWork(t *testing.T, p *pool, redeployed string) *audit.Auditor {
+	t.Helper()
+	env := sc.env
+	a, err := audit.Start(t.Context(), env.Config, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.setImage(t, "img-2")
+	redeploy := maintenance.Event{ID: "redeploy-" + redeployed, Source: maintenance.SourceAzure, Type: maintenance.TypeRedeploy,
+		Status: maintenance.StatusScheduled, NotBefore: time.Now().Add(10 * time.Minute)}
+	report(t, env, redeployed, redeploy)
+	env.WaitFor(t, 3*time.Minute, "the work mid-way", func(ctx context.Context) (bool, error) {
+		booting, err := p.booting(ctx)
+		if err != nil || booting == "" {
+			return false, err
+		}
+		return drainingNow(ctx, env, redeployed)
+	})
+	p.progress(t, env, redeployed, "mid-way")
+	return a
+}
+
+func run(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
 	}
 }
 
