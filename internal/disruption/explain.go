@@ -291,6 +291,17 @@ func (b *BudgetFacts) allowedNow() string {
 	return fmt.Sprintf("%d of %d allowed now", b.Allowed, b.Limit)
 }
 
+// recordVerdict is the verdict on a node whose record this sluice cannot
+// act on: unreadable, or a newer sluice's.
+func (e *Explanation) recordVerdict() Verdict {
+	if e.RecordFromNewerVersion {
+		return Verdict{VerdictRecordFromNewerVersion, fmt.Sprintf("left alone: %s; or remove the annotation (kubectl annotate node %s %s-) to let this one decide again",
+			e.RecordError, e.Node, contract.AnnotationDisruption)}
+	}
+	return Verdict{VerdictRecordUnreadable, fmt.Sprintf("left alone: %s; remove the annotation (kubectl annotate node %s %s-) to let sluice decide again",
+		e.RecordError, e.Node, contract.AnnotationDisruption)}
+}
+
 // decide is the verdict, in the order the controller meets the questions.
 func (e *Explanation) decide(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) Verdict {
 	rec := e.Record
@@ -299,12 +310,8 @@ func (e *Explanation) decide(pool *v1alpha1.NodePool, members []*corev1.Node, no
 		return Verdict{VerdictBeingDeleted, e.deleting()}
 	case pool == nil:
 		return Verdict{VerdictNoPool, "no pool: defaults only: no NodePool selects the node, so sluice answers its maintenance events with the default actions and never replaces it"}
-	case e.RecordFromNewerVersion:
-		return Verdict{VerdictRecordFromNewerVersion, fmt.Sprintf("left alone: %s; or remove the annotation (kubectl annotate node %s %s-) to let this one decide again",
-			e.RecordError, e.Node, contract.AnnotationDisruption)}
 	case e.RecordError != "":
-		return Verdict{VerdictRecordUnreadable, fmt.Sprintf("left alone: %s; remove the annotation (kubectl annotate node %s %s-) to let sluice decide again",
-			e.RecordError, e.Node, contract.AnnotationDisruption)}
+		return e.recordVerdict()
 	case e.Pool.Problem != nil:
 		msg := fmt.Sprintf("left alone: pool %s cannot be applied (%s): %s", pool.Name, e.Pool.Problem.Reason, e.Pool.Problem.Message)
 		if rec != nil {

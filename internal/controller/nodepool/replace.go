@@ -120,15 +120,8 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		}
 	}
 	for _, n := range v.Nodes {
-		rec, err := disruption.RecordOf(n)
-		if disruption.IsNewerRecord(err) {
-			c.event(n, corev1.EventTypeWarning, disruption.EventRecordFromNewerVersion, "sluice: the node counts against its pool's budget and is left alone: "+err.Error())
-			errs = append(errs, err)
-			continue
-		}
+		rec, err := c.recordOf(n)
 		if err != nil {
-			c.event(n, corev1.EventTypeWarning, "DisruptionRecordUnreadable", fmt.Sprintf(
-				"sluice: the node counts against its pool's budget, but its %s annotation cannot be read (%v); remove it to give the node back", contract.AnnotationDisruption, err))
 			errs = append(errs, err)
 			continue
 		}
@@ -561,4 +554,19 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// recordOf reads the node's record; when it cannot act on it (unreadable,
+// or a newer sluice's, after a rollback) it says so on the node: the node
+// still counts against its pool's budget and is left alone.
+func (c *Controller) recordOf(n *corev1.Node) (*disruption.Record, error) {
+	rec, err := disruption.RecordOf(n)
+	switch {
+	case disruption.IsNewerRecord(err):
+		c.event(n, corev1.EventTypeWarning, disruption.EventRecordFromNewerVersion, "sluice: the node counts against its pool's budget and is left alone: "+err.Error())
+	case err != nil:
+		c.event(n, corev1.EventTypeWarning, "DisruptionRecordUnreadable", fmt.Sprintf(
+			"sluice: the node counts against its pool's budget, but its %s annotation cannot be read (%v); remove it to give the node back", contract.AnnotationDisruption, err))
+	}
+	return rec, err
 }

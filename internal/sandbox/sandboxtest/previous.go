@@ -57,7 +57,7 @@ func PreviousRelease(t testing.TB) Release {
 	if err := untar.Wait(); err != nil {
 		t.Fatalf("unpacking commit %s: %v", r.Commit, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		t.Fatal(err)
 	}
 	build := exec.Command("go", "build", "-o", r.Bin+".tmp", "./cmd/sluice")
