@@ -52,7 +52,9 @@ func TestHelmUninstallMidWork(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	began := time.Now()
 	sc.helm(t, "uninstall", "sluice", "-n", ns, "--kubeconfig", sc.kubeconfig, "--wait", "--timeout", "3m")
+	t.Logf("helm uninstall --wait, its hook included: %s", time.Since(began).Round(100*time.Millisecond))
 	runs := jobs()
 	if len(runs) != 1 || runs[0].err != nil {
 		t.Fatalf("the hook's pods: %+v; want one that succeeded", runs)

@@ -48,17 +48,21 @@ func TestUpgradeAndRollBackMidWork(t *testing.T) {
 	prev := sandboxtest.PreviousRelease(t)
 	sc := newScene(t, prev)
 	previousChart := filepath.Join(sc.chartDir, "testdata", "sluice-"+prev.Version+".tgz")
+	began := time.Now()
 	sc.helm(t, append([]string{"install", "sluice", previousChart}, sc.values...)...)
 	first := sc.pods.leading(t, sc.env, prev.Version)
+	t.Logf("helm install --wait to a leading controller: %s", time.Since(began).Round(100*time.Millisecond))
 	p, redeployed := sc.work(t)
 	a := sc.startWork(t, p, redeployed)
 
 	// Upgrade, as docs/operations.md says: this version's CRDs first (helm
 	// never upgrades crds/), then the release.
+	began = time.Now()
 	run(t, sc.kubectl, "--kubeconfig", sc.kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(sc.chartDir, "crds"))
 	// Without --wait, as the rest of the rollout would not wait for it.
 	sc.helm(t, append([]string{"upgrade", "sluice", sc.chartDir}, noWait(sc.values)...)...)
 	second := sc.pods.leading(t, sc.env, sc.this)
+	t.Logf("CRDs applied and helm upgrade to the new controller leading: %s", time.Since(began).Round(100*time.Millisecond))
 	atUpgrade := p.progress(t, sc.env, redeployed, "this version leads")
 	sc.env.WaitFor(t, 3*time.Minute, "this version mid-way: a node replaced since, the next booting", func(ctx context.Context) (bool, error) {
 		n, err := p.replaced(ctx)
@@ -70,8 +74,10 @@ func TestUpgradeAndRollBackMidWork(t *testing.T) {
 	})
 
 	// Roll back to the last release while the rollout goes on.
+	began = time.Now()
 	sc.helm(t, "rollback", "sluice", "1", "-n", sc.env.Namespace, "--kubeconfig", sc.kubeconfig)
 	third := sc.pods.leading(t, sc.env, prev.Version)
+	t.Logf("helm rollback to the old controller leading: %s", time.Since(began).Round(100*time.Millisecond))
 	if done := p.progress(t, sc.env, redeployed, "the last release leads again"); done == poolSize {
 		t.Errorf("the rollout was over before the rollback took effect; the test proves less than it says")
 	}
