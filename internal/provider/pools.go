@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -57,5 +60,42 @@ func ClusterPoolList(c kubernetes.Interface) PoolList {
 			return nil, fmt.Errorf("reading the NodePools: %w", err)
 		}
 		return list.Items, nil
+	}
+}
+
+// PoolListTTL is how long Start's providers use a listing of the cluster's
+// NodePools again (CachedPoolList). Get and Delete of a machine named by its
+// providerID need every pool's groups or sets, and the controller asks a Get
+// per Node; listing for each would LIST the NodePools once per Node. A pool
+// listed up to this long ago is at worst a refusal the next try after it
+// corrects, or a group whose pool was deleted moments ago still counted.
+const PoolListTTL = 10 * time.Second
+
+// CachedPoolList gives list's last answer again for up to ttl after it was
+// made; an error is never kept.
+func CachedPoolList(list PoolList, clk clock.PassiveClock, ttl time.Duration) PoolList {
+	var (
+		mu     sync.Mutex
+		listed []v1alpha1.NodePool
+		at     time.Time
+	)
+	return func(ctx context.Context) ([]v1alpha1.NodePool, error) {
+		mu.Lock()
+		if listed != nil && clk.Now().Before(at.Add(ttl)) {
+			defer mu.Unlock()
+			return listed, nil
+		}
+		mu.Unlock()
+		pools, err := list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if pools == nil {
+			pools = []v1alpha1.NodePool{}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		listed, at = pools, clk.Now()
+		return pools, nil
 	}
 }

@@ -36,30 +36,6 @@ func (c NodeChange) Empty() bool {
 	return !c.Finalizer && len(c.Taints) == 0 && c.Uncordoned == "" && len(c.Annotations) == 0 && len(c.Labels) == 0
 }
 
-// taints are the taints sluice puts on nodes and only sluice lifts.
-var taints = []string{contract.TaintMaintenance, contract.TaintConsolidation, contract.TaintUnregistered}
-
-// annotations are the node annotations that steer sluice's controllers
-// (claims, records, states). The bookkeeping that only describes a node
-// (the machine it is, the image and template it was registered with) stays:
-// it is inert without sluice, and a reinstalled sluice needs it to find a
-// Node's machine.
-var annotations = []string{
-	contract.AnnotationDrain,
-	contract.AnnotationDisruption,
-	contract.AnnotationMaintenanceState,
-	contract.AnnotationMaintenanceEvents,
-	contract.AnnotationMaintenanceApproved,
-	contract.AnnotationMaintenanceApprove,
-	contract.AnnotationAWSLifecycleHooks,
-	contract.AnnotationUpgrade,
-	contract.AnnotationUpgradeImage,
-	contract.AnnotationUpgradeBlockedBy,
-}
-
-// labels are the node labels that report sluice's work in progress.
-var labels = []string{contract.LabelUpgradeStatus}
-
 // Clean takes sluice's working state off a copy of the node and says what
 // it took. A cordon is lifted only when sluice's controllers placed it: one
 // a person placed (kubectl cordon, no owner) or asked for (`sluice drain`,
@@ -72,7 +48,7 @@ func Clean(n *corev1.Node) (*corev1.Node, NodeChange) {
 		c.Finalizer = true
 	}
 	out.Spec.Taints = slices.DeleteFunc(out.Spec.Taints, func(t corev1.Taint) bool {
-		if slices.Contains(taints, t.Key) {
+		if slices.Contains(contract.NodeWorkingTaints(), t.Key) {
 			c.Taints = append(c.Taints, t.ToString())
 			return true
 		}
@@ -95,13 +71,13 @@ func Clean(n *corev1.Node) (*corev1.Node, NodeChange) {
 			c.Annotations = append(c.Annotations, contract.AnnotationCordonedBy)
 		}
 	}
-	for _, k := range annotations {
+	for _, k := range contract.NodeWorkingAnnotations() {
 		if _, ok := out.Annotations[k]; ok {
 			delete(out.Annotations, k)
 			c.Annotations = append(c.Annotations, k)
 		}
 	}
-	for _, k := range labels {
+	for _, k := range contract.NodeWorkingLabels() {
 		if _, ok := out.Labels[k]; ok {
 			delete(out.Labels, k)
 			c.Labels = append(c.Labels, k)

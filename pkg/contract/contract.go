@@ -154,3 +154,43 @@ const (
 	// annotation is present.
 	SandboxNotReady = "sandbox.sluice.dev/not-ready"
 )
+
+// What uninstalling sluice (internal/uninstall) takes off a Node is its
+// working state, the keys its controllers steer by; what only describes a
+// node stays, and so does what people write. TestEveryNodeKeyIsSorted fails
+// when a key is in neither list and not named as a person's or another
+// object's, so a new key cannot be forgotten by uninstall.
+
+// NodeWorkingTaints are the taints sluice puts on nodes and only sluice
+// lifts.
+func NodeWorkingTaints() []string {
+	return []string{TaintMaintenance, TaintConsolidation, TaintUnregistered}
+}
+
+// NodeWorkingAnnotations steer sluice's controllers: claims, records and
+// states, and the agent's reports and approvals.
+func NodeWorkingAnnotations() []string {
+	return []string{
+		AnnotationDrain,
+		AnnotationDisruption,
+		AnnotationMaintenanceState,
+		AnnotationMaintenanceEvents,
+		AnnotationMaintenanceApproved,
+		AnnotationMaintenanceApprove,
+		AnnotationAWSLifecycleHooks,
+		AnnotationUpgrade,
+		AnnotationUpgradeImage,
+		AnnotationUpgradeBlockedBy,
+	}
+}
+
+// NodeWorkingLabels report sluice's work in progress on a node.
+func NodeWorkingLabels() []string { return []string{LabelUpgradeStatus} }
+
+// NodeDescriptionKeys (labels and annotations) only describe a node: its
+// pool, the machine it is, the image and template it was registered with.
+// They are inert without sluice, and a reinstalled sluice needs them to find
+// a Node's machine.
+func NodeDescriptionKeys() []string {
+	return []string{LabelNodePool, LabelCapacityType, AnnotationMachine, AnnotationImage, AnnotationTemplateHash, AnnotationBootTime, AnnotationRegistered}
+}

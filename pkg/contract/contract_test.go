@@ -7,9 +7,12 @@ import (
 	"io/fs"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // key is a key of sluice's domain or a subdomain, as a string spells it.
@@ -108,4 +111,61 @@ func sameKeyOfTwoKinds(a, b string) bool {
 		return n
 	}
 	return kind(a) != kind(b)
+}
+
+// Every key sluice writes on a Node is sorted for uninstall: working state
+// (removed), a description (kept), or named below as something else's. A new
+// constant in none of these fails here until someone decides what
+// uninstalling does with it.
+func TestEveryNodeKeyIsSorted(t *testing.T) {
+	notNodeState := map[string]string{
+		"AnnotationCordonedBy":     "removed with the cordon it names, or kept with it",
+		"AnnotationDoNotDisrupt":   "a person's opt-out",
+		"FinalizerTermination":     "removed on its own by uninstall",
+		"LabelEvictOnFreeze":       "on pods, a person's opt-in",
+		"LabelTimeline":            "on timeline ConfigMaps, deleted with them",
+		"AnnotationTimelineNode":   "on timeline ConfigMaps",
+		"AnnotationTimelineReason": "on timeline ConfigMaps",
+		"AnnotationTimelineEnded":  "on timeline ConfigMaps",
+	}
+	sorted := map[string][]string{
+		"Taint":      contract.NodeWorkingTaints(),
+		"Annotation": append(contract.NodeWorkingAnnotations(), contract.NodeDescriptionKeys()...),
+		"Label":      append(contract.NodeWorkingLabels(), contract.NodeDescriptionKeys()...),
+		"Finalizer":  nil,
+	}
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "contract.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, decl := range file.Decls {
+		gen, ok := decl.(*ast.GenDecl)
+		if !ok || gen.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gen.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok {
+					continue
+				}
+				v, _ := strconv.Unquote(lit.Value)
+				for kind, keys := range sorted {
+					if !strings.HasPrefix(name.Name, kind) {
+						continue
+					}
+					checked++
+					if _, other := notNodeState[name.Name]; !other && !slices.Contains(keys, v) {
+						t.Errorf("%s (%s) is neither a node's working state (contract.NodeWorking...) nor a description (contract.NodeDescriptionKeys), and not named as something else's: decide what uninstalling sluice does with it", name.Name, v)
+					}
+				}
+			}
+		}
+	}
+	if checked < 25 {
+		t.Fatalf("checked %d keys; the walk of contract.go missed most of them", checked)
+	}
 }

@@ -29,5 +29,5 @@ func start(_ context.Context, env provider.Env) (provider.Provider, error) {
 		return nil, fmt.Errorf("loading the Azure credentials: %w", err)
 	}
 	return New(cred, NewConfigMapClaims(env.Client, env.Namespace), env.Clock,
-		Options{ListPools: provider.ClusterPoolList(env.Client), Log: env.Log.With("provider", v1alpha1.ProviderAzureVMSS)}), nil
+		Options{ListPools: provider.CachedPoolList(provider.ClusterPoolList(env.Client), env.Clock, provider.PoolListTTL), Log: env.Log.With("provider", v1alpha1.ProviderAzureVMSS)}), nil
 }

@@ -120,8 +120,6 @@ type Provider struct {
 	locks       map[string]chan struct{}             // by group: one change at a time (see lock)
 	unavailable map[string]time.Time                 // zone/machine type or regional group -> until
 	templates   map[string]*template                 // by URL: templates never change
-	listed      []v1alpha1.NodePool                  // the cluster's NodePools, as listed at listedAt (see listPools)
-	listedAt    time.Time
 }
 
 // New returns a provider calling Compute Engine with the options' clients.

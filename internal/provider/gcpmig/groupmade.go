@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	corev1 "k8s.io/api/core/v1"
@@ -243,32 +242,13 @@ func (p *Provider) allSpecs(ctx context.Context) (map[string]*v1alpha1.GCPProvid
 	return out, nil
 }
 
-// poolListFor is how long a listing of the cluster's NodePools is used
-// again. Get and Delete of a NameOf name need every gcp-mig pool's groups,
-// and the controller asks a Get per Node; listing for each would LIST the
-// NodePools once per Node. A pool listed up to this long ago is at worst a
-// refusal (ForeignInstance) the next try after it corrects, or a group
-// whose pool was deleted moments ago still counted.
-const poolListFor = 10 * time.Second
-
-// listPools lists the cluster's NodePools through Options.ListPools, or
-// gives the listing made less than poolListFor ago.
+// listPools lists the cluster's NodePools through Options.ListPools (Start
+// gives it provider.CachedPoolList: Get and Delete of a NameOf name need
+// every gcp-mig pool's groups, and the controller asks a Get per Node).
 func (p *Provider) listPools(ctx context.Context) ([]v1alpha1.NodePool, error) {
-	p.mu.Lock()
-	if p.listed != nil && p.clock.Now().Before(p.listedAt.Add(poolListFor)) {
-		defer p.mu.Unlock()
-		return p.listed, nil
-	}
-	p.mu.Unlock()
 	pools, err := p.opts.ListPools(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing NodePools: %w", err)
 	}
-	if pools == nil {
-		pools = []v1alpha1.NodePool{}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.listed, p.listedAt = pools, p.clock.Now()
 	return pools, nil
 }

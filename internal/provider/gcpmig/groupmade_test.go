@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,54 +158,6 @@ func TestReplaceEveryGroupMadeInstance(t *testing.T) {
 	}
 	if ms, err := p.List(ctx, "web"); err != nil || len(ms) != 6 {
 		t.Errorf("List = %d machines, %v; want the 6 replacements", len(ms), err)
-	}
-}
-
-// Get of NameOf names, one per Node, lists the NodePools once per 10 s on
-// the provider's clock, not once per Node; a pool added since is seen once
-// the listing is older.
-func TestPoolListReusedBriefly(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(t)
-	w.cloud.AddGroup(gcptest.Group{Name: "nodes", Zone: "us-east1-b", Size: 3, Template: nodeTemplate("n2-standard-4")})
-	lists := 0
-	p, err := gcpmig.New(ctx, w.clock, gcpmig.Options{ClientOptions: w.cloud.ClientOptions(),
-		ListPools: func(context.Context) ([]v1alpha1.NodePool, error) {
-			lists++
-			var out []v1alpha1.NodePool
-			for _, np := range w.pools {
-				out = append(out, *np)
-			}
-			return out, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	names := func() []string {
-		var out []string
-		for _, inst := range w.cloud.Instances("nodes") {
-			id, _ := kubeletID(t, w, inst)
-			out = append(out, p.NameOf(node(inst, id)))
-		}
-		return out
-	}()
-	if _, err := p.Get(ctx, names[0]); !provider.IsNotFound(err) {
-		t.Fatalf("Get before any pool lists the group: %v; want not found", err)
-	}
-	w.pool("web", zonal("nodes", "us-east1-b"))
-	w.clock.Step(9 * time.Second)
-	if _, err := p.Get(ctx, names[1]); !provider.IsNotFound(err) {
-		t.Errorf("Get 9 s after the listing: %v; want not found, from the listing before the pool was made", err)
-	}
-	w.clock.Step(2 * time.Second)
-	for _, name := range names {
-		if _, err := p.Get(ctx, name); err != nil {
-			t.Errorf("Get(%s) 11 s after the listing: %v", name, err)
-		}
-	}
-	if lists != 2 {
-		t.Errorf("the NodePools were listed %d times for %d Gets in 11 s; want 2", lists, len(names)+2)
 	}
 }
 

@@ -24,7 +24,7 @@ var Registration = provider.Registration{
 // GOOGLE_APPLICATION_CREDENTIALS or gcloud's outside one. The project is
 // each pool's. No credential is ever logged.
 func start(ctx context.Context, env provider.Env) (provider.Provider, error) {
-	p, err := New(ctx, env.Clock, Options{Pools: provider.ClusterPool(env.Client), ListPools: provider.ClusterPoolList(env.Client),
+	p, err := New(ctx, env.Clock, Options{Pools: provider.ClusterPool(env.Client), ListPools: provider.CachedPoolList(provider.ClusterPoolList(env.Client), env.Clock, provider.PoolListTTL),
 		Log: env.Log.With("provider", v1alpha1.ProviderGCPMIG)})
 	if err != nil {
 		return nil, fmt.Errorf("starting gcp-mig (Application Default Credentials): %w", err)
