@@ -35,7 +35,7 @@ func TestHelmUninstallMidWork(t *testing.T) {
 
 	// A person cordons a pool node sluice is not working on.
 	var personal string
-	nodes, err := p.nodes(t.Context(), env)
+	nodes, err := p.nodes(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
