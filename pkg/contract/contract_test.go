@@ -68,12 +68,30 @@ func TestEveryKeyIsSpelledOnce(t *testing.T) {
 
 // Every constant here is a key of the domain (or the domain itself).
 func TestTheContractHoldsOnlyKeys(t *testing.T) {
-	fset := token.NewFileSet()
-	file, err := parser.ParseFile(fset, "contract.go", nil, 0)
+	seen := map[string]string{}
+	for _, c := range constants(t) {
+		if c.name != "Domain" && key.FindStringSubmatch(c.value) == nil {
+			t.Errorf("%s = %q is not a key of the domain", c.name, c.value)
+		}
+		if other, dup := seen[c.value]; dup && !sameKeyOfTwoKinds(c.name, other) {
+			t.Errorf("%s and %s are both %q: one key, one name", c.name, other, c.value)
+		}
+		seen[c.value] = c.name
+	}
+}
+
+// constant is one string constant of contract.go, as written there.
+type constant struct{ name, value string }
+
+// constants are contract.go's string constants spelled as literals (Prefix,
+// built from Domain, is not one).
+func constants(t *testing.T) []constant {
+	t.Helper()
+	file, err := parser.ParseFile(token.NewFileSet(), "contract.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]string{}
+	var out []constant
 	for _, decl := range file.Decls {
 		gen, ok := decl.(*ast.GenDecl)
 		if !ok || gen.Tok != token.CONST {
@@ -82,21 +100,14 @@ func TestTheContractHoldsOnlyKeys(t *testing.T) {
 		for _, spec := range gen.Specs {
 			vs := spec.(*ast.ValueSpec)
 			for i, name := range vs.Names {
-				lit, ok := vs.Values[i].(*ast.BasicLit)
-				if !ok {
-					continue // Prefix, built from Domain
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					v, _ := strconv.Unquote(lit.Value)
+					out = append(out, constant{name.Name, v})
 				}
-				v, _ := strconv.Unquote(lit.Value)
-				if name.Name != "Domain" && key.FindStringSubmatch(v) == nil {
-					t.Errorf("%s = %q is not a key of the domain", name.Name, v)
-				}
-				if other, dup := seen[v]; dup && !sameKeyOfTwoKinds(name.Name, other) {
-					t.Errorf("%s and %s are both %q: one key, one name", name.Name, other, v)
-				}
-				seen[v] = name.Name
 			}
 		}
 	}
+	return out
 }
 
 // sameKeyOfTwoKinds: a key may name an annotation and a taint, or an
@@ -134,34 +145,15 @@ func TestEveryNodeKeyIsSorted(t *testing.T) {
 		"Label":      append(contract.NodeWorkingLabels(), contract.NodeDescriptionKeys()...),
 		"Finalizer":  nil,
 	}
-	fset := token.NewFileSet()
-	file, err := parser.ParseFile(fset, "contract.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	checked := 0
-	for _, decl := range file.Decls {
-		gen, ok := decl.(*ast.GenDecl)
-		if !ok || gen.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range gen.Specs {
-			vs := spec.(*ast.ValueSpec)
-			for i, name := range vs.Names {
-				lit, ok := vs.Values[i].(*ast.BasicLit)
-				if !ok {
-					continue
-				}
-				v, _ := strconv.Unquote(lit.Value)
-				for kind, keys := range sorted {
-					if !strings.HasPrefix(name.Name, kind) {
-						continue
-					}
-					checked++
-					if _, other := notNodeState[name.Name]; !other && !slices.Contains(keys, v) {
-						t.Errorf("%s (%s) is neither a node's working state (contract.NodeWorking...) nor a description (contract.NodeDescriptionKeys), and not named as something else's: decide what uninstalling sluice does with it", name.Name, v)
-					}
-				}
+	for _, c := range constants(t) {
+		for kind, keys := range sorted {
+			if !strings.HasPrefix(c.name, kind) {
+				continue
+			}
+			checked++
+			if _, other := notNodeState[c.name]; !other && !slices.Contains(keys, c.value) {
+				t.Errorf("%s (%s) is neither a node's working state (contract.NodeWorking...) nor a description (contract.NodeDescriptionKeys), and not named as something else's: decide what uninstalling sluice does with it", c.name, c.value)
 			}
 		}
 	}
