@@ -213,12 +213,12 @@ func (p *pool) nodes(ctx context.Context) ([]corev1.Node, error) {
 
 // replaced counts the pool's nodes running img-2.
 func (p *pool) replaced(ctx context.Context) (int, error) {
-	var list corev1.NodeList
-	if err := p.kube.List(ctx, &list, client.MatchingLabels(p.labels)); err != nil {
+	nodes, err := p.nodes(ctx)
+	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, node := range list.Items {
+	for _, node := range nodes {
 		if node.Annotations[contract.AnnotationImage] == "img-2" {
 			n++
 		}
@@ -251,15 +251,15 @@ func (p *pool) progress(t *testing.T, env *sandboxtest.Env, redeployed, when str
 // launch a second one. The record is read as the auditor does, as plain
 // JSON, not through sluice's own reader.
 func (p *pool) booting(ctx context.Context) (string, error) {
-	var list corev1.NodeList
-	if err := p.kube.List(ctx, &list, client.MatchingLabels(p.labels)); err != nil {
+	nodes, err := p.nodes(ctx)
+	if err != nil {
 		return "", err
 	}
 	ready := map[string]bool{}
-	for _, n := range list.Items {
+	for _, n := range nodes {
 		ready[n.Name] = sandboxtest.NodeReady(&n)
 	}
-	for _, n := range list.Items {
+	for _, n := range nodes {
 		var rec struct {
 			Replacement string `json:"replacement"`
 		}
@@ -274,11 +274,11 @@ func (p *pool) booting(ctx context.Context) (string, error) {
 // rolledOut: poolSize nodes, each running img-2, Ready, schedulable and
 // unmarked.
 func (p *pool) rolledOut(ctx context.Context) (bool, error) {
-	var list corev1.NodeList
-	if err := p.kube.List(ctx, &list, client.MatchingLabels(p.labels)); err != nil || len(list.Items) != poolSize {
+	nodes, err := p.nodes(ctx)
+	if err != nil || len(nodes) != poolSize {
 		return false, err
 	}
-	for _, n := range list.Items {
+	for _, n := range nodes {
 		_, marked := n.Annotations[contract.AnnotationDisruption]
 		if marked || n.Annotations[contract.AnnotationImage] != "img-2" || !sandboxtest.NodeReady(&n) || n.Spec.Unschedulable || !n.DeletionTimestamp.IsZero() {
 			return false, nil

@@ -76,9 +76,7 @@ func TestHelmUninstallMidWork(t *testing.T) {
 		for _, n := range all.Items {
 			owner := ownership.CordonedBy(&n)
 			if slices.Contains(n.Finalizers, contract.FinalizerTermination) || owner != "" && owner != ownership.OwnerCLI ||
-				slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
-					return t.Key == contract.TaintMaintenance || t.Key == contract.TaintConsolidation || t.Key == contract.TaintUnregistered
-				}) {
+				slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(contract.NodeWorkingTaints(), t.Key) }) {
 				t.Logf("node %s: finalizers %v, cordoned by %q, taints %v", n.Name, n.Finalizers, owner, n.Spec.Taints)
 				return false
 			}
