@@ -37,7 +37,7 @@ tools: ## build (or find in the cache) the pinned control-plane binaries, Helm v
 
 test: tools ## every test, integration tests against the sandbox included; a missing tool (moto_server, Helm, ...) fails the run, naming it
 	hack/tools/require.sh
-	SLUICE_REQUIRE_TOOLS=1 SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" SLUICE_KREW="$$(hack/tools/gotool.sh krew)" SLUICE_CHROMIUM="$$(hack/tools/chromium.sh)" $(GO) test $(TEST_FLAGS) ./...
+	SLUICE_REQUIRE_TOOLS=1 SLUICE_TOOLS_BIN="$$(hack/tools/build.sh)" SLUICE_HELM="$$(hack/tools/helm.sh)" SLUICE_HELM4="$$(hack/tools/gotool.sh helm4)" SLUICE_PROMTOOL="$$(hack/tools/gotool.sh promtool)" SLUICE_MONITORING_CRDS="$$(hack/tools/monitoring-crds.sh)" SLUICE_KREW="$$(hack/tools/gotool.sh krew)" SLUICE_CHROMIUM="$$(hack/tools/chromium.sh)" SLUICE_CAPI="$$(hack/tools/capi.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 # The subset that proves the oldest Kubernetes minor sluice supports (1.30,
 # docs/operations.md#kubernetes-versions): drain parity with that version's

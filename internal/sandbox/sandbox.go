@@ -259,12 +259,18 @@ func (s *Sandbox) clientTLS(pk *pki) (func(identity) *tls.Config, error) {
 	}, nil
 }
 
-func (s *Sandbox) launch(name, bin string, args []string) error {
+// launch starts the program file (name when file is not given) in bin as the
+// component name.
+func (s *Sandbox) launch(name, bin string, args []string, file ...string) error {
 	logs := filepath.Join(s.dir, "logs")
 	if err := os.MkdirAll(logs, 0o700); err != nil {
 		return fmt.Errorf("creating log directory: %w", err)
 	}
-	p, err := startProcess(name, filepath.Join(bin, name), args, filepath.Join(logs, name+".log"))
+	program := name
+	if len(file) > 0 {
+		program = file[0]
+	}
+	p, err := startProcess(name, filepath.Join(bin, program), args, filepath.Join(logs, name+".log"))
 	if err != nil {
 		return err
 	}

@@ -212,17 +212,18 @@ const (
 
 // ProviderName names what creates and deletes a pool's machines.
 //
-// +kubebuilder:validation:Enum=kwok;none;aws-asg;azure-vmss;aks-agentpool;gcp-mig
+// +kubebuilder:validation:Enum=kwok;none;aws-asg;azure-vmss;aks-agentpool;gcp-mig;cluster-api
 type ProviderName string
 
 // Providers.
 const (
-	ProviderKwok      ProviderName = "kwok"
-	ProviderNone      ProviderName = "none"
-	ProviderAWSASG    ProviderName = "aws-asg"
-	ProviderAzureVMSS ProviderName = "azure-vmss"
-	ProviderAKS       ProviderName = "aks-agentpool"
-	ProviderGCPMIG    ProviderName = "gcp-mig"
+	ProviderKwok       ProviderName = "kwok"
+	ProviderNone       ProviderName = "none"
+	ProviderAWSASG     ProviderName = "aws-asg"
+	ProviderAzureVMSS  ProviderName = "azure-vmss"
+	ProviderAKS        ProviderName = "aks-agentpool"
+	ProviderGCPMIG     ProviderName = "gcp-mig"
+	ProviderClusterAPI ProviderName = "cluster-api"
 )
 
 // ProviderSpec picks the pool's provider and holds its settings.
@@ -236,9 +237,11 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.name != 'aks-agentpool' || has(self.aks)",message="provider.name aks-agentpool needs provider.aks: the subscription, resource group, cluster and agent pool the pool's machines belong to"
 // +kubebuilder:validation:XValidation:rule="!has(self.gcp) || self.name == 'gcp-mig'",message="provider.gcp is the gcp-mig provider's settings: set it only with provider.name gcp-mig"
 // +kubebuilder:validation:XValidation:rule="self.name != 'gcp-mig' || has(self.gcp)",message="provider.name gcp-mig needs provider.gcp: the project and managed instance groups the pool's machines belong to"
+// +kubebuilder:validation:XValidation:rule="!has(self.clusterAPI) || self.name == 'cluster-api'",message="provider.clusterAPI is the cluster-api provider's settings: set it only with provider.name cluster-api"
+// +kubebuilder:validation:XValidation:rule="self.name != 'cluster-api' || has(self.clusterAPI)",message="provider.name cluster-api needs provider.clusterAPI: the namespace and MachineDeployment (or MachineSet) the pool's machines belong to"
 type ProviderSpec struct {
 	// Name is the provider: kwok, aws-asg, azure-vmss, aks-agentpool,
-	// gcp-mig or none.
+	// gcp-mig, cluster-api or none.
 	//
 	// +optional
 	// +kubebuilder:default=none
@@ -277,6 +280,40 @@ type ProviderSpec struct {
 	//
 	// +optional
 	GCP *GCPProviderSpec `json:"gcp,omitempty"`
+
+	// ClusterAPI holds the settings of the cluster-api provider: the
+	// Cluster API MachineDeployment (or standalone MachineSet) the pool's
+	// machines belong to. sluice also drains the Machines Cluster API
+	// deletes there, through a pre-drain hook (docs/providers.md).
+	//
+	// +optional
+	ClusterAPI *ClusterAPIProviderSpec `json:"clusterAPI,omitempty"`
+}
+
+// ClusterAPIProviderSpec maps a pool onto one MachineDeployment or one
+// standalone MachineSet of Cluster API.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.machineDeployment) != has(self.machineSet)",message="provider.clusterAPI needs exactly one of machineDeployment and machineSet"
+type ClusterAPIProviderSpec struct {
+	// Namespace of the MachineDeployment or MachineSet (and its Machines).
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// MachineDeployment is the name of the MachineDeployment whose
+	// Machines are the pool's.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	MachineDeployment string `json:"machineDeployment,omitempty"`
+
+	// MachineSet is the name of a standalone MachineSet (one no
+	// MachineDeployment owns) whose Machines are the pool's.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	MachineSet string `json:"machineSet,omitempty"`
 }
 
 // AKSProviderSpec maps a pool onto one agent pool of an AKS cluster.
