@@ -41,6 +41,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/sluice-dev/sluice/internal/controller/capihook"
 	"github.com/sluice-dev/sluice/internal/controller/claims"
 	"github.com/sluice-dev/sluice/internal/controller/deletion"
 	"github.com/sluice-dev/sluice/internal/controller/maintenance"
@@ -276,6 +277,14 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		})
 		if err := dc.SetupWithManager(mgr, opts.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the node deletion controller: %w", err)
+		}
+		if machines.Serves(v1alpha1.ProviderClusterAPI) {
+			hc := capihook.NewController(mgr.GetClient(), opts.Clock, queue, capihook.Options{
+				DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "clusterapi-hook"),
+			})
+			if err := hc.SetupWithManager(mgr, opts.Workers); err != nil {
+				return nil, fmt.Errorf("setting up the Cluster API deletion hook: %w", err)
+			}
 		}
 	}
 	// A person's drain, seen through its claim on the node, counts against

@@ -59,6 +59,9 @@ type Request struct {
 	// Released, when set, is called once the queue no longer holds the
 	// request after Done: the moment to look at the node again.
 	Released func()
+	// Observer, when set, also receives the drain's progress (the Cluster
+	// API hook reports a drain's blockers on the Machine from it).
+	Observer drain.Observer
 }
 
 // Limits cap the nodes disrupting at once; zero means no cap.
@@ -185,6 +188,9 @@ func (q *Queue) drainNode(ctx context.Context, req Request) (*drain.Report, erro
 	var observers []drain.Observer
 	if q.blockers != nil {
 		observers = append(observers, q.blockers.observer(req))
+	}
+	if req.Observer != nil {
+		observers = append(observers, req.Observer)
 	}
 	var steps *timeline.Recorder
 	if q.timelines != nil {

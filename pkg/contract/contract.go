@@ -167,6 +167,14 @@ func NodeWorkingTaints() []string {
 	return []string{TaintMaintenance, TaintConsolidation, TaintUnregistered}
 }
 
+// On Cluster API's Machines (docs/design/cluster-api.md).
+const (
+	// ConditionMachineDrained is the condition sluice keeps on a Machine
+	// whose deletion it holds with its pre-drain hook: False with the
+	// blocker while it waits or drains, True once it released the Machine.
+	ConditionMachineDrained = "sluice.dev/Drained"
+)
+
 // NodeWorkingAnnotations steer sluice's controllers: claims, records and
 // states, and the agent's reports and approvals.
 func NodeWorkingAnnotations() []string {

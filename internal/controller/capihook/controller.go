@@ -1,0 +1,533 @@
+// Package capihook makes sluice the drainer of the Machines Cluster API
+// deletes in cluster-api pools (docs/design/cluster-api.md). Every Machine of
+// such a pool carries sluice's pre-drain deletion hook, so Cluster API waits
+// before its own cordon and drain; sluice drains the Node through the
+// termination queue under the pool's budgets (a rollout or scale-down is
+// voluntary; a MachineHealthCheck remediation is a repair and is not held),
+// reports the blocker on the Machine as well as on the Node, and then lets
+// Cluster API go on without draining again. A Machine whose pool is gone, or
+// whose provider this controller no longer runs, loses the hook: Cluster API
+// drains as it did before sluice.
+package capihook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/kube"
+	pools "github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
+	"github.com/sluice-dev/sluice/internal/termination"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
+	"github.com/sluice-dev/sluice/pkg/drain"
+)
+
+// Queue is the part of the termination queue the controller uses.
+type Queue interface {
+	Submit(termination.Request) (termination.Admission, error)
+	Holds(node, key string) bool
+	Running(node string) bool
+}
+
+// Options configure the controller.
+type Options struct {
+	DryRun   bool
+	Recorder record.EventRecorder
+	Log      *slog.Logger
+	// Retry is how long a drain that ended with pods left waits before it
+	// is tried again; default 15 s.
+	Retry time.Duration
+}
+
+// Controller holds and drains the deleting Machines of cluster-api pools.
+type Controller struct {
+	kube  client.Client
+	clock clock.Clock
+	queue Queue
+	opts  Options
+	wake  chan event.GenericEvent
+
+	mu     sync.Mutex
+	drains map[types.UID]*progress
+
+	// admitting serializes the budget check and the record's write, so two
+	// workers never both spend the last disruption a budget allows.
+	admitting sync.Mutex
+}
+
+// progress is what sluice knows of one Machine's drain.
+type progress struct {
+	drained bool
+	retryAt time.Time
+	// blocked is the latest blocker per pod, from the drain's progress.
+	blocked map[string]string
+}
+
+// NewController returns the controller; SetupWithManager registers it.
+func NewController(kube client.Client, clk clock.Clock, queue Queue, opts Options) *Controller {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Retry <= 0 {
+		opts.Retry = 15 * time.Second
+	}
+	return &Controller{kube: kube, clock: clk, queue: queue, opts: opts,
+		wake: make(chan event.GenericEvent, 256), drains: map[types.UID]*progress{}}
+}
+
+// machine is an empty Machine at the version sluice speaks.
+func machine() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(clusterapi.Group + "/" + clusterapi.Version)
+	u.SetKind("Machine")
+	return u
+}
+
+// SetupWithManager watches Machines, and pools as their settings change.
+func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("clusterapi-hook").
+		For(machine()).
+		Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.poolMachines)).
+		WatchesRawSource(source.Channel(c.wake, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
+		Complete(c)
+}
+
+// poolMachines are the Machines of a cluster-api pool, whose hooks follow
+// the pool.
+func (c *Controller) poolMachines(ctx context.Context, o client.Object) []reconcile.Request {
+	pool, ok := o.(*v1alpha1.NodePool)
+	if !ok || pool.Spec.Provider.ClusterAPI == nil {
+		return nil
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion(clusterapi.Group + "/" + clusterapi.Version)
+	list.SetKind("MachineList")
+	if err := c.kube.List(ctx, list, client.InNamespace(pool.Spec.Provider.ClusterAPI.Namespace)); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, m := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+	}
+	return reqs
+}
+
+// Reconcile keeps the hook on the Machines of cluster-api pools, and drains
+// and releases those Cluster API deletes.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	m := machine()
+	if err := c.kube.Get(ctx, req.NamespacedName, m); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	var list v1alpha1.NodePoolList
+	if err := c.kube.List(ctx, &list); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing node pools: %w", err)
+	}
+	pool := PoolOf(m, list.Items)
+	hooked := m.GetAnnotations()[clusterapi.AnnotationPreDrainHook] != ""
+	deleting := m.GetDeletionTimestamp() != nil
+	switch {
+	case pool == nil:
+		if hooked {
+			// No pool of this controller's takes the Machine any more:
+			// Cluster API drains it, as it did before sluice.
+			return reconcile.Result{}, c.release(ctx, m, false, "")
+		}
+		return reconcile.Result{}, nil
+	case !deleting && !hooked:
+		return reconcile.Result{}, c.hook(ctx, m)
+	case !deleting || !hooked:
+		// Deleted before sluice hooked it: Cluster API drains it.
+		return reconcile.Result{}, nil
+	}
+	return c.take(ctx, m, pool, list.Items)
+}
+
+// PoolOf is the cluster-api pool whose MachineDeployment (or MachineSet) the
+// Machine belongs to; nil for none.
+func PoolOf(m *unstructured.Unstructured, all []v1alpha1.NodePool) *v1alpha1.NodePool {
+	for i := range all {
+		p := &all[i]
+		spec := p.Spec.Provider.ClusterAPI
+		if p.Spec.Provider.Name != v1alpha1.ProviderClusterAPI || spec == nil || spec.Namespace != m.GetNamespace() {
+			continue
+		}
+		if spec.MachineDeployment != "" && m.GetLabels()[clusterapi.LabelDeploymentName] == spec.MachineDeployment {
+			return p
+		}
+		if spec.MachineSet != "" && slices.ContainsFunc(m.GetOwnerReferences(), func(r metav1.OwnerReference) bool {
+			return r.Kind == "MachineSet" && r.Name == spec.MachineSet
+		}) {
+			return p
+		}
+	}
+	return nil
+}
+
+// hook adds sluice's pre-drain hook to a live Machine.
+func (c *Controller) hook(ctx context.Context, m *unstructured.Unstructured) error {
+	if c.opts.DryRun {
+		return nil
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"sluice"}}}`, clusterapi.AnnotationPreDrainHook)
+	err := c.kube.Patch(ctx, m, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("sluice"))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// release removes the hook, and with exclude also tells Cluster API to skip
+// its own drain (sluice drained the Node), in one patch at the Machine's
+// resourceVersion.
+func (c *Controller) release(ctx context.Context, m *unstructured.Unstructured, exclude bool, why string) error {
+	if c.opts.DryRun {
+		return nil
+	}
+	orig := m.DeepCopy()
+	a := m.GetAnnotations()
+	delete(a, clusterapi.AnnotationPreDrainHook)
+	if exclude {
+		a[clusterapi.AnnotationExcludeDraining] = "sluice"
+	}
+	m.SetAnnotations(a)
+	err := c.kube.Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice"))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("releasing Machine %s/%s: %w", m.GetNamespace(), m.GetName(), err)
+	}
+	if why != "" {
+		c.opts.Log.Info("released the Machine to Cluster API", "machine", m.GetNamespace()+"/"+m.GetName(), "drainedBySluice", exclude, "why", why)
+	}
+	c.forget(m.GetUID())
+	return nil
+}
+
+// take drains the Node of a Machine Cluster API is deleting, then releases
+// the Machine.
+func (c *Controller) take(ctx context.Context, m *unstructured.Unstructured, pool *v1alpha1.NodePool, all []v1alpha1.NodePool) (reconcile.Result, error) {
+	nodeName, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
+	if nodeName == "" {
+		// Cluster API neither runs hooks nor drains without a Node.
+		return reconcile.Result{}, c.release(ctx, m, false, "the Machine has no Node")
+	}
+	node := &corev1.Node{}
+	if err := c.kube.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, c.release(ctx, m, true, "its Node is gone")
+		}
+		return reconcile.Result{}, err
+	}
+	if unreachable(node) {
+		msg := "sluice: the Node's kubelet does not answer (Ready Unknown): released to Cluster API, which deletes pods on an unreachable Node without waiting for them"
+		c.event(node, corev1.EventTypeWarning, "ReleasedToClusterAPI", msg)
+		c.condition(ctx, m, metav1.ConditionTrue, "NodeUnreachable", msg)
+		return reconcile.Result{}, c.release(ctx, m, false, "its Node is unreachable")
+	}
+	rec, err := disruption.RecordOf(node)
+	if err != nil {
+		c.opts.Log.Info("unreadable disruption record on the Machine's Node; draining it as Cluster API's deletion", "node", node.Name, "err", err)
+		rec = nil
+	}
+	if !node.DeletionTimestamp.IsZero() || rec != nil && !ours(rec) && rec.Phase != disruption.PhaseLaunching {
+		// sluice chose the Node itself (a replacement, consolidation, a
+		// deleted Node) and drained it before it asked for the Machine's
+		// deletion, or drains it now through the Node's finalizer.
+		c.condition(ctx, m, metav1.ConditionTrue, "DrainedBySluice", "sluice drained the Node before it removed the machine")
+		return reconcile.Result{}, c.release(ctx, m, true, "sluice drained the Node itself")
+	}
+	p := c.progress(m.GetUID())
+	deadline, bound := c.bound(m, pool)
+	now := c.clock.Now()
+	if p.drained || !deadline.IsZero() && now.After(deadline.Add(graceSlack)) {
+		if !p.drained {
+			c.event(node, corev1.EventTypeWarning, "DrainBoundReached", fmt.Sprintf(
+				"sluice: %s has passed since Cluster API began deleting Machine %s/%s; releasing it with pods still on the Node", bound, m.GetNamespace(), m.GetName()))
+		}
+		if waiting := c.waitCompleted(ctx, m, node); waiting != "" {
+			c.condition(ctx, m, metav1.ConditionFalse, "WaitingForCompletion", waiting)
+			return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+		}
+		c.condition(ctx, m, metav1.ConditionTrue, "Drained", "sluice drained the Node; Cluster API goes on without draining it again")
+		c.event(node, corev1.EventTypeNormal, "DrainedForClusterAPI", fmt.Sprintf("sluice: drained for Cluster API's deletion of Machine %s/%s", m.GetNamespace(), m.GetName()))
+		return reconcile.Result{}, c.release(ctx, m, true, "drained")
+	}
+	if wait := p.retryAt.Sub(now); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	why := classify(m)
+	if rec == nil {
+		wait, err := c.admit(ctx, m, node, pool, all, why)
+		if err != nil || wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, err
+		}
+		if c.opts.DryRun {
+			return reconcile.Result{}, nil
+		}
+	}
+	return c.drain(ctx, m, node, pool, why, deadline)
+}
+
+// graceSlack lets the drain's own deadline action run before the Machine is
+// released regardless.
+const graceSlack = 10 * time.Second
+
+func (c *Controller) drain(ctx context.Context, m *unstructured.Unstructured, node *corev1.Node, pool *v1alpha1.NodePool, why deletion, deadline time.Time) (reconcile.Result, error) {
+	key := "capi/" + string(m.GetUID())
+	if c.queue.Holds(node.Name, key) {
+		c.condition(ctx, m, metav1.ConditionFalse, "Draining", c.blockers(m.GetUID(), node.Name))
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	if c.queue.Running(node.Name) {
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	rules, err := c.rules(ctx, m)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	opts := drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true, Force: true, CordonOwner: "termination",
+		PodFilter: rules.evicts}
+	if !deadline.IsZero() {
+		opts.Deadline = deadline
+		opts.OnDeadline = drain.OnDeadlineDelete
+	}
+	uid, name := m.GetUID(), types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+	admission, err := c.queue.Submit(termination.Request{Node: node.Name, Pool: pool.Name, Reason: termination.Reason(why.reason), Key: key,
+		Involuntary: why.involuntary, Options: opts, Observer: c.observer(uid),
+		Done:     func(r *drain.Report, err error) { c.drainEnded(uid, node.Name, r, err) },
+		Released: func() { c.wakeMachine(name) }})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if admission == termination.Started {
+		msg := fmt.Sprintf("sluice: draining the Node for Cluster API's deletion of Machine %s/%s (%s)", m.GetNamespace(), m.GetName(), why.what)
+		if !deadline.IsZero() {
+			msg += fmt.Sprintf("; pods still here at %s are deleted", deadline.UTC().Format(time.RFC3339))
+		}
+		c.event(node, corev1.EventTypeNormal, "DrainingForClusterAPI", msg)
+		c.condition(ctx, m, metav1.ConditionFalse, "Draining", msg)
+	}
+	return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+}
+
+// admit decides whether the Node may start draining now: a repair at once
+// (it counts against the budget but is not held by it), a rollout or a
+// scale-down once the pool's budgets for its reason allow. It writes the
+// Terminating record when admitted, so every controller counts the Node.
+func (c *Controller) admit(ctx context.Context, m *unstructured.Unstructured, node *corev1.Node, pool *v1alpha1.NodePool, all []v1alpha1.NodePool, why deletion) (time.Duration, error) {
+	c.admitting.Lock()
+	defer c.admitting.Unlock()
+	now := c.clock.Now()
+	if !why.involuntary {
+		var list corev1.NodeList
+		if err := c.kube.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return 0, fmt.Errorf("listing nodes: %w", err)
+		}
+		var members []*corev1.Node
+		for i := range list.Items {
+			if owner, _ := pools.For(&list.Items[i], all); owner != nil && owner.Name == pool.Name {
+				members = append(members, &list.Items[i])
+			}
+		}
+		a, err := disruption.Observe(pool, members, now).Allowed(why.budget, now)
+		if err != nil {
+			return 0, err
+		}
+		if a.Nodes < 1 {
+			msg := fmt.Sprintf("sluice holds Cluster API's deletion (%s) until NodePool %s's disruption budget allows it", why.what, pool.Name)
+			c.condition(ctx, m, metav1.ConditionFalse, "WaitingForBudget", msg)
+			c.event(node, corev1.EventTypeNormal, "ClusterAPIDeletionWaits", "sluice: "+msg)
+			return 10 * time.Second, nil
+		}
+	}
+	if c.opts.DryRun {
+		c.opts.Log.Info("dry run: would drain the Node for Cluster API", "node", node.Name, "machine", m.GetName())
+		return 0, nil
+	}
+	rec := disruption.Record{Reason: why.reason, Phase: disruption.PhaseTerminating, Since: now,
+		Message: recordPrefix + m.GetNamespace() + "/" + m.GetName()}
+	orig := node.DeepCopy()
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[contract.AnnotationDisruption] = rec.String()
+	if err := c.kube.Patch(ctx, node, client.MergeFrom(orig), client.FieldOwner("sluice")); err != nil {
+		if kube.MayHaveApplied(err) {
+			return time.Second, nil
+		}
+		return 0, fmt.Errorf("recording the disruption of node %s: %w", node.Name, err)
+	}
+	return 0, nil
+}
+
+// recordPrefix starts the message of the records this controller writes, so
+// it tells its own from the NodePool controller's.
+const recordPrefix = "Cluster API deletes Machine "
+
+func ours(r *disruption.Record) bool {
+	return r.Phase == disruption.PhaseTerminating && len(r.Message) > len(recordPrefix) && r.Message[:len(recordPrefix)] == recordPrefix
+}
+
+// bound is when sluice stops holding the Machine: the shorter of its
+// nodeDrainTimeoutSeconds and the pool's terminationGracePeriod, whichever
+// are set, from when Cluster API began waiting for the hook; zero for none.
+func (c *Controller) bound(m *unstructured.Unstructured, pool *v1alpha1.NodePool) (time.Time, time.Duration) {
+	var limit time.Duration
+	if s, ok, _ := unstructured.NestedInt64(m.Object, "spec", "deletion", "nodeDrainTimeoutSeconds"); ok && s > 0 {
+		limit = time.Duration(s) * time.Second
+	}
+	if g, ok := pool.DisruptionSpec().TerminationGracePeriodOrNone(); ok && (limit == 0 || g < limit) {
+		limit = g
+	}
+	if limit == 0 {
+		return time.Time{}, 0
+	}
+	start := m.GetDeletionTimestamp().Time
+	if s, ok, _ := unstructured.NestedString(m.Object, "status", "deletion", "waitForPreDrainHookStartTime"); ok {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			start = t
+		}
+	}
+	return start.Add(limit), limit
+}
+
+// unreachable: the Node's kubelet stopped reporting (Ready Unknown), which
+// Cluster API calls unreachable.
+func unreachable(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionUnknown
+		}
+	}
+	return false
+}
+
+func (c *Controller) progress(uid types.UID) progress {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.drains[uid]; p != nil {
+		return *p
+	}
+	return progress{}
+}
+
+func (c *Controller) forget(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.drains, uid)
+}
+
+func (c *Controller) drainEnded(uid types.UID, node string, r *drain.Report, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.drains[uid]
+	if p == nil {
+		p = &progress{}
+		c.drains[uid] = p
+	}
+	if err == nil && r != nil && len(r.Nodes) == 1 && r.Nodes[0].Outcome == drain.NodeDrained {
+		p.drained = true
+		return
+	}
+	p.retryAt = c.clock.Now().Add(c.opts.Retry)
+	c.opts.Log.Info("the drain for Cluster API ended with pods left; trying again", "node", node, "retry", c.opts.Retry, "err", err)
+}
+
+// observer follows the drain's blocked pods for the Machine's condition.
+func (c *Controller) observer(uid types.UID) drain.Observer {
+	return drain.ObserverFunc(func(p drain.Progress) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		s := c.drains[uid]
+		if s == nil {
+			s = &progress{}
+			c.drains[uid] = s
+		}
+		if s.blocked == nil {
+			s.blocked = map[string]string{}
+		}
+		switch p.Kind {
+		case drain.ProgressBlocked:
+			why := string(p.Reason)
+			if p.PDB != "" {
+				why += " (PodDisruptionBudget " + p.PDB + ")"
+			}
+			if p.Message != "" {
+				why += ": " + p.Message
+			}
+			s.blocked[p.Pod] = why
+		case drain.ProgressEvicting, drain.ProgressForced, drain.ProgressGone:
+			delete(s.blocked, p.Pod)
+		}
+	})
+}
+
+// blockers says what keeps the Node from emptying, for the condition.
+func (c *Controller) blockers(uid types.UID, node string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.drains[uid]
+	if s == nil || len(s.blocked) == 0 {
+		return "sluice is draining Node " + node
+	}
+	pods := make([]string, 0, len(s.blocked))
+	for p := range s.blocked {
+		pods = append(pods, p)
+	}
+	slices.Sort(pods)
+	msg := fmt.Sprintf("sluice is draining Node %s; %d pod(s) cannot leave yet: ", node, len(pods))
+	for i, p := range pods {
+		if i == 3 {
+			msg += fmt.Sprintf("; and %d more", len(pods)-3)
+			break
+		}
+		if i > 0 {
+			msg += "; "
+		}
+		msg += p + " " + s.blocked[p]
+	}
+	return msg
+}
+
+func (c *Controller) wakeMachine(name types.NamespacedName) {
+	m := machine()
+	m.SetNamespace(name.Namespace)
+	m.SetName(name.Name)
+	ev := event.GenericEvent{Object: m}
+	select {
+	case c.wake <- ev:
+	default:
+		go func() { c.wake <- ev }()
+	}
+}
+
+func (c *Controller) event(node *corev1.Node, typ, reason, msg string) {
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Event(node, typ, reason, msg)
+	}
+}

@@ -1,0 +1,148 @@
+package capi
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
+	"github.com/sluice-dev/sluice/internal/sandbox/capi"
+	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
+)
+
+// syncBuffer is a log both the process and the test touch.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startSluice runs `sluice controller --providers cluster-api` against the
+// sandbox until the test ends; its log is printed when the test fails.
+func startSluice(t *testing.T, w *world, extra ...string) (stop func()) {
+	t.Helper()
+	bin := sandboxtest.Sluice(t)
+	args := append([]string{"controller", "--kubeconfig", w.Sandbox.Kubeconfig(), "--leader-elect=false",
+		"--providers", "cluster-api", "--health-probe-bind-address", "0", "--metrics-bind-address", "0",
+		"--identity", "sluice-" + w.Namespace}, extra...)
+	cmd := exec.Command(bin, args...) //nolint:gosec // the binary this test built
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+w.Namespace)
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			path := filepath.Join(os.TempDir(), "sluice-capi-"+w.Namespace+".log")
+			_ = os.WriteFile(path, []byte(log.String()), 0o600)
+			t.Logf("sluice's log: %s", path)
+		}
+	})
+	return stop
+}
+
+// workerPool is a NodePool over the MachineDeployment md, whose Nodes carry
+// the label pool=md (the kubelet's node-labels, from the bootstrap data).
+func workerPool(w *world, md string, budget string) *v1alpha1.NodePool {
+	return &v1alpha1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: w.Namespace + "-" + md},
+		Spec: v1alpha1.NodePoolSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": w.Namespace + "-" + md}},
+			Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderClusterAPI,
+				ClusterAPI: &v1alpha1.ClusterAPIProviderSpec{Namespace: w.Namespace, MachineDeployment: md}},
+			Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: budget}}},
+		},
+	}
+}
+
+// workers is a MachineDeployment whose kubelets register with the unregistered
+// taint, as docs/providers.md tells users to put in their bootstrap template.
+func (w *world) workers(md string, replicas int) capi.Workers {
+	return capi.Workers{Namespace: w.Namespace, Cluster: w.cluster, Name: md, Replicas: replicas,
+		Labels: map[string]string{"pool": w.Namespace + "-" + md},
+		Taints: []corev1.Taint{{Key: contract.TaintUnregistered, Effect: corev1.TaintEffectNoExecute}}}
+}
+
+// condition is sluice's condition on the Machine: status, reason, message.
+func drainedCondition(m *unstructured.Unstructured) (status, reason, message string) {
+	conds, _, _ := unstructured.NestedSlice(m.Object, "status", "conditions")
+	for _, c := range conds {
+		cm, _ := c.(map[string]any)
+		if cm["type"] == contract.ConditionMachineDrained {
+			s, _ := cm["status"].(string)
+			r, _ := cm["reason"].(string)
+			msg, _ := cm["message"].(string)
+			return s, r, msg
+		}
+	}
+	return "", "", ""
+}
+
+// waitMachines waits until cond holds for the namespace's Machines.
+func (w *world) waitMachines(t *testing.T, timeout time.Duration, what string, cond func([]unstructured.Unstructured) bool) {
+	t.Helper()
+	w.WaitFor(t, timeout, what, func(context.Context) (bool, error) { return cond(w.machines(t)), nil })
+}
+
+func hooked(m unstructured.Unstructured) bool {
+	return m.GetAnnotations()[clusterapi.AnnotationPreDrainHook] != ""
+}
+
+func nodeRef(m unstructured.Unstructured) string {
+	n, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
+	return n
+}
+
+func poolClient(t *testing.T, env *sandboxtest.Env) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	kube, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube
+}
