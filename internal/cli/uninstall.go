@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/dynamic"
+
 	"github.com/spf13/cobra"
 	"k8s.io/utils/clock"
 
@@ -62,8 +64,11 @@ func newUninstallCommand() *cobra.Command {
 }
 
 func runUninstall(ctx context.Context, out io.Writer, flags kube.ClientFlags, opts uninstall.Options, format outputFormat) error {
-	c, _, err := flags.Client(ctx)
+	c, cfg, err := flags.Client(ctx)
 	if err != nil {
+		return err
+	}
+	if opts.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
 		return err
 	}
 	r, err := uninstall.Run(ctx, c, opts)
@@ -114,6 +119,9 @@ func writeUninstall(out io.Writer, r *uninstall.Report) {
 		if n.Kept != "" {
 			fmt.Fprintf(out, "node     %s: kept: %s\n", n.Node, n.Kept)
 		}
+	}
+	for _, m := range r.Machines {
+		fmt.Fprintf(out, "machine  %s: %s sluice's pre-drain hook (Cluster API drains it itself)\n", m, verb)
 	}
 	for _, d := range r.Deleted {
 		fmt.Fprintf(out, "deleted  %s\n", d)

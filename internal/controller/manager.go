@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -48,6 +49,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/controller/registration"
 	"github.com/sluice-dev/sluice/internal/provider"
+	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/internal/timeline"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -277,6 +279,27 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 		})
 		if err := dc.SetupWithManager(mgr, opts.Workers); err != nil {
 			return nil, fmt.Errorf("setting up the node deletion controller: %w", err)
+		}
+		if !machines.Serves(v1alpha1.ProviderClusterAPI) {
+			// The provider was turned off (or never on): hooks an earlier
+			// run added would hold Cluster API's deletions with nobody to
+			// release them.
+			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				dyn, err := dynamic.NewForConfig(cfg)
+				if err != nil {
+					return err
+				}
+				released, err := clusterapi.ReleaseHooks(ctx, dyn, opts.DryRun)
+				if len(released) > 0 {
+					opts.Log.Info("the cluster-api provider is off: removed sluice's pre-drain hook from Cluster API's Machines", "machines", released)
+				}
+				if err != nil {
+					opts.Log.Error("removing sluice's pre-drain hooks", "err", err)
+				}
+				return nil
+			})); err != nil {
+				return nil, err
+			}
 		}
 		if machines.Serves(v1alpha1.ProviderClusterAPI) {
 			hc := capihook.NewController(mgr.GetClient(), opts.Clock, queue, capihook.Options{

@@ -13,10 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
@@ -36,6 +38,9 @@ type Options struct {
 	// DryRun lists what would be removed and changes nothing.
 	DryRun bool
 	Clock  clock.PassiveClock
+	// Dynamic reaches Cluster API's Machines, whose pre-drain hooks sluice
+	// removes; nil leaves them (a cluster without Cluster API).
+	Dynamic dynamic.Interface
 }
 
 // Report is what was removed (or, with DryRun, would be), and what was left
@@ -44,8 +49,11 @@ type Report struct {
 	DryRun  bool         `json:"dryRun,omitempty"`
 	Stopped []string     `json:"stopped,omitempty"`
 	Nodes   []NodeChange `json:"nodes,omitempty"`
-	Deleted []string     `json:"deleted,omitempty"`
-	Kept    []string     `json:"kept,omitempty"`
+	// Machines are the Cluster API Machines whose pre-drain hook was
+	// removed: Cluster API drains them itself from now on.
+	Machines []string `json:"machines,omitempty"`
+	Deleted  []string `json:"deleted,omitempty"`
+	Kept     []string `json:"kept,omitempty"`
 }
 
 // Run stops sluice and removes what it put on the cluster.
@@ -59,6 +67,13 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) (*Repor
 	}
 	if err := cleanNodes(ctx, client, opts, r); err != nil {
 		return r, err
+	}
+	if opts.Dynamic != nil {
+		released, err := clusterapi.ReleaseHooks(ctx, opts.Dynamic, opts.DryRun)
+		r.Machines = released
+		if err != nil {
+			return r, err
+		}
 	}
 	if err := deleteObjects(ctx, client, opts, r); err != nil {
 		return r, err

@@ -1,0 +1,45 @@
+package clusterapi
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+)
+
+// ReleaseHooks removes sluice's pre-drain hook from every Machine that
+// carries it, so that Cluster API drains and deletes them as it does without
+// sluice: `sluice uninstall` (the chart's pre-delete hook) calls it, and so
+// does a controller started without the cluster-api provider. A Machine
+// Cluster API is deleting goes on at once, drained by Cluster API. It returns
+// the Machines released (namespace/name); a cluster that does not serve
+// Machines has none. With dryRun it only lists them.
+func ReleaseHooks(ctx context.Context, dyn dynamic.Interface, dryRun bool) ([]string, error) {
+	list, err := dyn.Resource(Machines).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing Cluster API Machines: %w", err)
+	}
+	var released []string
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, AnnotationPreDrainHook)
+	for _, m := range list.Items {
+		if _, ok := m.GetAnnotations()[AnnotationPreDrainHook]; !ok {
+			continue
+		}
+		name := m.GetNamespace() + "/" + m.GetName()
+		if !dryRun {
+			_, err := dyn.Resource(Machines).Namespace(m.GetNamespace()).Patch(ctx, m.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sluice"})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return released, fmt.Errorf("removing sluice's pre-drain hook from Machine %s: %w", name, err)
+			}
+		}
+		released = append(released, name)
+	}
+	return released, nil
+}
