@@ -14,7 +14,7 @@ func TestControllerFlagsRefuseBadInput(t *testing.T) {
 	}{
 		{[]string{"--aws-queue-url", "sluice-events"}, `--aws-queue-url "sluice-events": want an SQS queue URL`},
 		{[]string{"--aws-queue-url", "https://sqs.us-east-1.amazonaws.com/12345/q"}, "want an SQS queue URL"},
-		{[]string{"--providers", "gce"}, `--providers "gce": sluice knows [kwok aws-asg azure-vmss aks-agentpool gcp-mig]`},
+		{[]string{"--providers", "gce"}, `--providers "gce": sluice knows [kwok aws-asg azure-vmss aks-agentpool gcp-mig cluster-api]`},
 		{[]string{"--workers", "0"}, "--workers 0: must be at least 1"},
 		{[]string{"--profiling", "--metrics-bind-address", "0"}, "--profiling serves on --metrics-bind-address, which is 0 (off)"},
 		{[]string{"--timeline-retention", "-1h"}, "--timeline-retention -1h0m0s: must not be negative"},

@@ -155,14 +155,19 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 		// know why.
 		e.Notes = append(e.Notes, strings.Split(forErr.Error(), "\n")...)
 	}
+	var capi *clusterAPIFacts
+	if pool != nil {
+		capi = clusterAPIOf(ctx, dyn, pool, node)
+	}
 	if format.structured() {
 		return writeStructured(out, format, struct {
 			disruption.Explanation
 			Consolidation *nodeConsolidation `json:"consolidation,omitempty"`
 			LastDrain     *lastDrain         `json:"lastDrain,omitempty"`
-		}{e, consolidated, last})
+			ClusterAPI    *clusterAPIFacts   `json:"clusterAPI,omitempty"`
+		}{e, consolidated, last, capi})
 	}
-	writeExplanation(out, e, consolidated, last, now)
+	writeExplanation(out, e, consolidated, last, capi, now)
 	return nil
 }
 
@@ -206,7 +211,7 @@ func (c *nodeConsolidation) line(now time.Time) string {
 
 // writeExplanation prints the facts as kubectl describe does, then the
 // verdict.
-func writeExplanation(out io.Writer, e disruption.Explanation, c *nodeConsolidation, last *lastDrain, now time.Time) {
+func writeExplanation(out io.Writer, e disruption.Explanation, c *nodeConsolidation, last *lastDrain, capi *clusterAPIFacts, now time.Time) {
 	tw := tabwriter.NewWriter(out, 0, 4, 1, ' ', 0)
 	row := func(key, format string, args ...any) { fmt.Fprintf(tw, "%s:\t%s\n", key, fmt.Sprintf(format, args...)) }
 	more := func(format string, args ...any) { fmt.Fprintf(tw, "\t%s\n", fmt.Sprintf(format, args...)) }
@@ -222,6 +227,9 @@ func writeExplanation(out io.Writer, e disruption.Explanation, c *nodeConsolidat
 
 	row("Node", "%s", e.Node)
 	writeExplainPool(row, more, e.Pool)
+	if capi != nil {
+		list("Cluster API", capi.lines())
+	}
 	writeExplainState(row, e, now)
 	if e.Pool != nil {
 		if len(e.Differences) == 0 {

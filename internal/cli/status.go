@@ -68,6 +68,10 @@ type providerStatus struct {
 	Ready   metav1.ConditionStatus `json:"ready,omitempty"`
 	Reason  string                 `json:"reason,omitempty"`
 	Message string                 `json:"message,omitempty"`
+	// Group is the machine group the pool maps to, where the provider has
+	// one sluice can name without asking the cloud (Cluster API's
+	// MachineDeployment or MachineSet).
+	Group string `json:"group,omitempty"`
 }
 
 func newStatusCommand() *cobra.Command {
@@ -222,6 +226,12 @@ func summarizePool(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Tim
 
 func providerOf(pool *v1alpha1.NodePool) providerStatus {
 	p := providerStatus{Name: pool.Spec.Provider.NameOrNone(), Managed: pool.Spec.Provider.Manages()}
+	if c := pool.Spec.Provider.ClusterAPI; c != nil {
+		p.Group = "MachineSet " + c.Namespace + "/" + c.MachineSet
+		if c.MachineDeployment != "" {
+			p.Group = "MachineDeployment " + c.Namespace + "/" + c.MachineDeployment
+		}
+	}
 	if !p.Managed {
 		return p
 	}
@@ -266,6 +276,9 @@ func writeStatus(out io.Writer, r statusReport, wide bool) {
 		fmt.Fprintf(out, "\n%s:\n", p.Name)
 		if p.Problem != nil {
 			fmt.Fprintf(out, "  not Ready (%s): %s\n", p.Problem.Reason, p.Problem.Message)
+		}
+		if p.Provider.Group != "" {
+			fmt.Fprintf(out, "  provider %s: %s\n", p.Provider.Name, p.Provider.Group)
 		}
 		if p.Provider.Managed && p.Provider.Ready != metav1.ConditionTrue {
 			fmt.Fprintf(out, "  provider %s: ProviderReady %s (%s): %s\n", p.Provider.Name, p.Provider.Ready, p.Provider.Reason, p.Provider.Message)

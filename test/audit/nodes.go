@@ -59,10 +59,14 @@ func (a *Auditor) nodeHandler() cache.ResourceEventHandler {
 }
 
 // nodeCreated: a node that appears in a pool sluice makes machines for must
-// be the named replacement of a node being taken away.
+// be the named replacement of a node being taken away. Cluster API makes
+// machines of its own in cluster-api pools (its rollouts, remediations, a
+// person's scale), so there only the records' replacements are checked
+// (replacementNamed).
 func (a *Auditor) nodeCreated(n *corev1.Node) {
 	pool := a.poolOf(n)
-	if pool == nil || pool.Spec.Provider.Name == "" || pool.Spec.Provider.Name == v1alpha1.ProviderNone {
+	if pool == nil || pool.Spec.Provider.Name == "" || pool.Spec.Provider.Name == v1alpha1.ProviderNone ||
+		pool.Spec.Provider.Name == v1alpha1.ProviderClusterAPI {
 		return
 	}
 	name := n.Name

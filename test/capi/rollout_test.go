@@ -81,7 +81,8 @@ func TestClusterAPIRolloutIsDrainedBySluice(t *testing.T) {
 				continue
 			}
 			status, reason, msg := drainedCondition(&ms[i])
-			if status == "False" && reason == "Draining" && strings.Contains(msg, "db") && strings.Contains(msg, "PodDisruptionBudget") {
+			if status == "False" && (reason == "Draining" || reason == "DrainBlocked") && strings.Contains(msg, "/db-") &&
+				strings.Contains(msg, "PodDisruptionBudget db") {
 				blocked = ms[i].GetName()
 				t.Logf("Machine %s: %s", blocked, msg)
 				return true

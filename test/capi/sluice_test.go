@@ -12,12 +12,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
 	"github.com/sluice-dev/sluice/internal/sandbox/capi"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
@@ -135,8 +137,17 @@ func nodeRef(m unstructured.Unstructured) string {
 	return n
 }
 
+// poolClient installs the NodePool CRD (the chart's) and returns a client
+// that speaks NodePools.
 func poolClient(t *testing.T, env *sandboxtest.Env) client.Client {
 	t.Helper()
+	ext, err := apiextensionsclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nodepool.Install(t.Context(), ext); err != nil {
+		t.Fatal(err)
+	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)

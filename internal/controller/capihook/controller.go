@@ -82,6 +82,8 @@ type progress struct {
 	retryAt time.Time
 	// blocked is the latest blocker per pod, from the drain's progress.
 	blocked map[string]string
+	// left says why the last drain ended with pods on the Node.
+	left string
 }
 
 // NewController returns the controller; SetupWithManager registers it.
@@ -278,6 +280,7 @@ func (c *Controller) take(ctx context.Context, m *unstructured.Unstructured, poo
 		return reconcile.Result{}, c.release(ctx, m, true, "drained")
 	}
 	if wait := p.retryAt.Sub(now); wait > 0 {
+		c.condition(ctx, m, metav1.ConditionFalse, "DrainBlocked", p.left)
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	why := classify(m)
@@ -455,7 +458,17 @@ func (c *Controller) drainEnded(uid types.UID, node string, r *drain.Report, err
 		return
 	}
 	p.retryAt = c.clock.Now().Add(c.opts.Retry)
-	c.opts.Log.Info("the drain for Cluster API ended with pods left; trying again", "node", node, "retry", c.opts.Retry, "err", err)
+	switch {
+	case err != nil:
+		p.left = fmt.Sprintf("sluice's drain of Node %s failed (%v); trying again in %s", node, err, c.opts.Retry)
+	case r != nil && len(r.Nodes) == 1:
+		left := r.Nodes[0].Left()
+		p.left = fmt.Sprintf("sluice's drain of Node %s left %d pod(s) (%s): %s; trying again in %s",
+			node, len(left), r.Nodes[0].Message, drain.Summary(left, 3), c.opts.Retry)
+	default:
+		p.left = fmt.Sprintf("sluice's drain of Node %s ended with pods left; trying again in %s", node, c.opts.Retry)
+	}
+	c.opts.Log.Info("the drain for Cluster API ended with pods left; trying again", "node", node, "retry", c.opts.Retry, "why", p.left)
 }
 
 // observer follows the drain's blocked pods for the Machine's condition.
