@@ -112,7 +112,7 @@ func TestChartLints(t *testing.T) {
 	for v, bin := range helms(t) {
 		t.Run(v, func(t *testing.T) {
 			helmWith(t, bin, "lint", "--strict", ".")
-			helmWith(t, bin, "lint", "--strict", ".", "--set", "controller.providers={aws-asg,azure-vmss,aks-agentpool,gcp-mig}", "--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice")
+			helmWith(t, bin, "lint", "--strict", ".", "--set", "controller.providers={aws-asg,azure-vmss,aks-agentpool,gcp-mig,cluster-api}", "--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice")
 		})
 	}
 }
@@ -126,24 +126,28 @@ func TestDefaultsTurnNoProviderOn(t *testing.T) {
 			t.Errorf("default controller argument %s", a)
 		}
 	}
-	for _, p := range []string{"azure-vmss", "aks-agentpool"} {
+	for _, p := range []string{"azure-vmss", "aks-agentpool", "cluster-api"} {
 		if _, ok := objs["Role/sluice-controller-"+p]; ok {
 			t.Errorf("the %s claims Role is rendered without the provider", p)
 		}
 	}
+	if _, ok := objs["ClusterRole/sluice-controller-cluster-api"]; ok {
+		t.Error("the cluster-api ClusterRole is rendered without the provider")
+	}
 }
 
 // Each cloud is turned on from values: the providers, the queue, workload
-// identity's pod label and service account annotation, and the claims'
-// Roles only with azure-vmss and aks-agentpool (gcp-mig keeps none).
+// identity's pod label and service account annotation, the claims' Roles
+// only with azure-vmss, aks-agentpool and cluster-api (gcp-mig keeps none),
+// and Cluster API's objects only with cluster-api.
 func TestValuesTurnEachCloudOn(t *testing.T) {
 	objs := objects(t, helm(t, "template", "sluice", ".", "-n", "sluice-system",
-		"--set", "controller.providers={aws-asg,azure-vmss,aks-agentpool,gcp-mig}",
+		"--set", "controller.providers={aws-asg,azure-vmss,aks-agentpool,gcp-mig,cluster-api}",
 		"--set", "controller.awsQueueURL=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice",
 		"--set", `controller.podLabels.azure\.workload\.identity/use=true`,
 		"--set", `controller.serviceAccountAnnotations.azure\.workload\.identity/client-id=0f1e2d3c`))
 	args := controllerArgs(t, objs)
-	for _, want := range []string{"--providers=aws-asg,azure-vmss,aks-agentpool,gcp-mig", "--aws-queue-url=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice"} {
+	for _, want := range []string{"--providers=aws-asg,azure-vmss,aks-agentpool,gcp-mig,cluster-api", "--aws-queue-url=https://sqs.eu-west-1.amazonaws.com/123456789012/sluice"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("controller args %v lack %s", args, want)
 		}
@@ -154,7 +158,7 @@ func TestValuesTurnEachCloudOn(t *testing.T) {
 	if got := at(objs["ServiceAccount/sluice-controller"], "metadata", "annotations", "azure.workload.identity/client-id"); got != "0f1e2d3c" {
 		t.Errorf("service account annotation = %v", got)
 	}
-	for _, p := range []string{"azure-vmss", "aks-agentpool"} {
+	for _, p := range []string{"azure-vmss", "aks-agentpool", "cluster-api"} {
 		rules := at(objs["Role/sluice-controller-"+p], "rules")
 		want := []any{
 			map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "verbs": []any{"create"}},
@@ -169,6 +173,30 @@ func TestValuesTurnEachCloudOn(t *testing.T) {
 	}
 	if _, ok := objs["Role/sluice-controller-gcp-mig"]; ok {
 		t.Error("a gcp-mig Role is rendered; the provider keeps nothing in the cluster")
+	}
+	capi := map[string][]any{} // resource → verbs
+	for _, r := range at(objs["ClusterRole/sluice-controller-cluster-api"], "rules").([]any) {
+		rule := r.(map[string]any)
+		if !reflect.DeepEqual(rule["apiGroups"], []any{"cluster.x-k8s.io"}) {
+			t.Errorf("cluster-api ClusterRole rule %v outside cluster.x-k8s.io", rule)
+		}
+		for _, res := range rule["resources"].([]any) {
+			capi[res.(string)] = rule["verbs"].([]any)
+		}
+	}
+	for res, verbs := range map[string][]any{
+		"machinedeployments/scale": {"get", "update", "patch"},
+		"machinesets/scale":        {"get", "update", "patch"},
+		"machines":                 {"get", "list", "watch", "patch", "update"},
+		"machines/status":          {"patch", "update"},
+		"clusters":                 {"get", "list", "watch"},
+	} {
+		if !reflect.DeepEqual(capi[res], verbs) {
+			t.Errorf("cluster-api ClusterRole grants %v on %s; want %v", capi[res], res, verbs)
+		}
+	}
+	if subj := at(objs["ClusterRoleBinding/sluice-controller-cluster-api"], "subjects"); subj == nil {
+		t.Error("no ClusterRoleBinding for the cluster-api ClusterRole")
 	}
 }
 

@@ -42,8 +42,9 @@ func TestUninstallHook(t *testing.T) {
 	}
 	if rules := at(objs["ClusterRole/sluice-uninstall"], "rules"); !reflect.DeepEqual(rules, []any{
 		map[string]any{"apiGroups": []any{""}, "resources": []any{"nodes"}, "verbs": []any{"get", "list", "update"}},
+		map[string]any{"apiGroups": []any{"cluster.x-k8s.io"}, "resources": []any{"machines"}, "verbs": []any{"list", "patch"}},
 	}) {
-		t.Errorf("the hook's ClusterRole rules = %v; want nodes get, list, update only", rules)
+		t.Errorf("the hook's ClusterRole rules = %v; want nodes get, list, update and Cluster API machines list, patch only", rules)
 	}
 	for _, r := range at(objs["Role/sluice-uninstall"], "rules").([]any) {
 		res := at(r, "resources").([]any)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -294,11 +295,15 @@ func providers(ctx context.Context, cfg *rest.Config, names []string, namespace 
 	if err != nil {
 		return nil, fmt.Errorf("building the providers' client: %w", err)
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the providers' dynamic client: %w", err)
+	}
 	named := make([]v1alpha1.ProviderName, len(names))
 	for i, n := range names {
 		named[i] = v1alpha1.ProviderName(n)
 	}
-	return registry.Start(ctx, named, provider.Env{Client: client, Namespace: namespace, Clock: clk, Log: log})
+	return registry.Start(ctx, named, provider.Env{Client: client, Dynamic: dyn, Namespace: namespace, Clock: clk, Log: log})
 }
 
 // awsQueue builds the AWS queue mode's reader (the SDK's default chain; the

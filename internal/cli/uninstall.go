@@ -15,13 +15,14 @@ import (
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/provider/aksagentpool"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
+	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
 	"github.com/sluice-dev/sluice/internal/uninstall"
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 func newUninstallCommand() *cobra.Command {
 	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
-	opts := uninstall.Options{Clock: clock.RealClock{}, ClaimConfigMaps: []string{azurevmss.ClaimsConfigMap, aksagentpool.ClaimsConfigMap}}
+	opts := uninstall.Options{Clock: clock.RealClock{}, ClaimConfigMaps: []string{azurevmss.ClaimsConfigMap, aksagentpool.ClaimsConfigMap, clusterapi.ClaimsConfigMap}}
 	var output string
 	cmd := &cobra.Command{
 		Use:   "uninstall",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -39,6 +40,9 @@ func (i Images) Sets() bool { return i.Unsupported == "" }
 type Env struct {
 	// Client reaches the cluster the controller serves.
 	Client kubernetes.Interface
+	// Dynamic reaches the same cluster for objects the clientset has no
+	// types for (Cluster API's, for the cluster-api provider).
+	Dynamic dynamic.Interface
 	// Namespace is where the controller keeps its own objects (azure-vmss
 	// keeps its claims there).
 	Namespace string

@@ -141,6 +141,13 @@ const (
 // The sandbox's simulated kubelets (internal/sandbox/kwok.yaml); never on a
 // real cluster.
 const (
+	// FinalizerSandboxMachine keeps a KwokMachine of the sandbox's Cluster
+	// API infrastructure provider (internal/sandbox/capi) until its Node is
+	// gone.
+	FinalizerSandboxMachine = "infrastructure.sandbox.sluice.dev/node"
+)
+
+const (
 	// SandboxExitAfterSeconds on a Pod: after deletion its process exits
 	// this many seconds later (or when the grace period ends, if sooner).
 	SandboxExitAfterSeconds = "sandbox.sluice.dev/exit-after-seconds"

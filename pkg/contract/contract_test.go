@@ -133,6 +133,7 @@ func TestEveryNodeKeyIsSorted(t *testing.T) {
 		"AnnotationCordonedBy":     "removed with the cordon it names, or kept with it",
 		"AnnotationDoNotDisrupt":   "a person's opt-out",
 		"FinalizerTermination":     "removed on its own by uninstall",
+		"FinalizerSandboxMachine":  "on the sandbox's KwokMachines, never on a real cluster",
 		"LabelEvictOnFreeze":       "on pods, a person's opt-in",
 		"LabelTimeline":            "on timeline ConfigMaps, deleted with them",
 		"AnnotationTimelineNode":   "on timeline ConfigMaps",

@@ -46,13 +46,19 @@ func (s *syncBuffer) String() string {
 }
 
 // startSluice runs `sluice controller --providers cluster-api` against the
-// sandbox until the test ends; its log is printed when the test fails.
-func startSluice(t *testing.T, w *world, extra ...string) (stop func()) {
+// sandbox until the test ends; its log is kept when the test fails.
+func startSluice(t *testing.T, w *world) (stop func()) {
+	t.Helper()
+	return startSluiceWith(t, w, "cluster-api")
+}
+
+// startSluiceWith runs `sluice controller --providers <providers>`.
+func startSluiceWith(t *testing.T, w *world, providers string) (stop func()) {
 	t.Helper()
 	bin := sandboxtest.Sluice(t)
-	args := append([]string{"controller", "--kubeconfig", w.Sandbox.Kubeconfig(), "--leader-elect=false",
-		"--providers", "cluster-api", "--health-probe-bind-address", "0", "--metrics-bind-address", "0",
-		"--identity", "sluice-" + w.Namespace}, extra...)
+	args := []string{"controller", "--kubeconfig", w.Sandbox.Kubeconfig(), "--leader-elect=false",
+		"--providers", providers, "--health-probe-bind-address", "0", "--metrics-bind-address", "0",
+		"--identity", "sluice-" + w.Namespace}
 	cmd := exec.Command(bin, args...) //nolint:gosec // the binary this test built
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+w.Namespace)
 	log := &syncBuffer{}
@@ -78,7 +84,11 @@ func startSluice(t *testing.T, w *world, extra ...string) (stop func()) {
 		stop()
 		if t.Failed() {
 			path := filepath.Join(os.TempDir(), "sluice-capi-"+w.Namespace+".log")
-			_ = os.WriteFile(path, []byte(log.String()), 0o600)
+			f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+			if err == nil {
+				_, _ = f.WriteString("--- sluice controller --providers " + providers + "\n" + log.String())
+				_ = f.Close()
+			}
 			t.Logf("sluice's log: %s", path)
 		}
 	})

@@ -23,6 +23,10 @@ func ReleaseHooks(ctx context.Context, dyn dynamic.Interface, dryRun bool) ([]st
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return nil, nil
 	}
+	if apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("listing Cluster API Machines: %w; grant list and patch on machines.cluster.x-k8s.io "+
+			"(the chart does), or remove the annotation %s from the Machines that have it", err, AnnotationPreDrainHook)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing Cluster API Machines: %w", err)
 	}

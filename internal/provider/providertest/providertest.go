@@ -21,6 +21,11 @@ type Harness struct {
 	// Refusals are refusals Cloud.Refuse can make besides the ones every
 	// provider must (Documented).
 	Refusals []Refusal
+	// CannotRefuse says, by code, why the provider's Create never answers
+	// one of the Documented refusals (its cloud does not refuse that way,
+	// or shows it elsewhere); that subtest is skipped with the reason.
+	// Empty for a cloud that refuses as every one of them says.
+	CannotRefuse map[string]string
 	// NoLostAnswer says why the cloud cannot lose an answer ("": it can).
 	NoLostAnswer string
 	// NoToken says why the provider's cloud token cannot be shown to keep
@@ -161,8 +166,16 @@ func listFindsThePoolsMachinesOnly(t *testing.T, h Harness) {
 }
 
 func refusalsHaveTheirCodes(t *testing.T, h Harness) {
+	for code := range h.CannotRefuse {
+		if !slices.ContainsFunc(Documented, func(r Refusal) bool { return r.Code == code }) {
+			t.Errorf("the harness says why Create never refuses %s, which is no Documented refusal", code)
+		}
+	}
 	for _, want := range append(slices.Clone(Documented), h.Refusals...) {
 		t.Run(want.Code, func(t *testing.T) {
+			if why, ok := h.CannotRefuse[want.Code]; ok {
+				t.Skip(why)
+			}
 			ctx, c := start(t, h)
 			kept := provider.NewName(c.Pool.Name)
 			create(ctx, t, c, c.Pool, kept)

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider/aksagentpool"
 	"github.com/sluice-dev/sluice/internal/provider/awsasg"
 	"github.com/sluice-dev/sluice/internal/provider/azurevmss"
+	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
 	"github.com/sluice-dev/sluice/internal/provider/gcpmig"
 	"github.com/sluice-dev/sluice/internal/provider/kwok"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -23,6 +24,7 @@ var All = []provider.Registration{
 	azurevmss.Registration,
 	aksagentpool.Registration,
 	gcpmig.Registration,
+	clusterapi.Registration,
 }
 
 // Names are the providers' names, as --providers and spec.provider.name take

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
 
@@ -17,7 +19,7 @@ import (
 // env is what `sluice controller` starts providers with, over a fake
 // clientset: starting a provider reads nothing from the cluster.
 func env() provider.Env {
-	return provider.Env{Client: k8sfake.NewClientset(), Namespace: "sluice-system", Clock: clock.RealClock{}, Log: slog.New(slog.DiscardHandler)}
+	return provider.Env{Client: k8sfake.NewClientset(), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), Namespace: "sluice-system", Clock: clock.RealClock{}, Log: slog.New(slog.DiscardHandler)}
 }
 
 // credentials are what a cloud's default credential chain finds on a
@@ -47,7 +49,7 @@ func TestEveryProviderStarts(t *testing.T) {
 			t.Errorf("Start(%v) started no %s", Names(), name)
 		}
 	}
-	for _, want := range []v1alpha1.ProviderName{v1alpha1.ProviderAKS, v1alpha1.ProviderGCPMIG} {
+	for _, want := range []v1alpha1.ProviderName{v1alpha1.ProviderAKS, v1alpha1.ProviderGCPMIG, v1alpha1.ProviderClusterAPI} {
 		if _, ok := Lookup(want); !ok {
 			t.Errorf("the registry lists no %s", want)
 		}

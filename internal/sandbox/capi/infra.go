@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
 	"github.com/sluice-dev/sluice/internal/sandbox"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // The sandbox's infrastructure provider: its API group, and the resources of
@@ -37,7 +38,7 @@ var (
 
 // finalizer keeps a KwokMachine until its Node is gone, as a cloud provider's
 // finalizer keeps an InfraMachine until its VM is.
-const finalizer = "infrastructure.sandbox.sluice.dev/node"
+const finalizer = contract.FinalizerSandboxMachine
 
 // infraCRDs are the provider's CRDs, labelled with the Cluster API contract
 // they follow (v1beta2, as the contract's "CRD labels" rule asks), and the
