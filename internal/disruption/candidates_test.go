@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/provider"
@@ -165,5 +166,24 @@ func TestReplacementsNamesNodesByTheirMachines(t *testing.T) {
 	got := disruption.Replacements(nodes)
 	if len(got) != 2 || !got["ip-10-0-3-7.ec2.internal"] || !got["web-x2"] {
 		t.Errorf("Replacements = %v; want the two Nodes of web-x1 and web-x2", got)
+	}
+}
+
+// A node still waiting for registration is not judged against the template:
+// a real kubelet registers without the pool's labels, and registration is
+// about to give them. Once registered, a missing label is drift again.
+func TestAnUnregisteredNodeHasNotDrifted(t *testing.T) {
+	pool := &v1alpha1.NodePool{Spec: v1alpha1.NodePoolSpec{
+		Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok},
+		Template: &v1alpha1.NodeTemplate{Labels: map[string]string{"tier": "web"}},
+	}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: contract.TaintUnregistered, Effect: corev1.TaintEffectNoExecute}}}}
+	if diffs := disruption.PoolDrift(node, pool, ""); len(diffs) != 0 {
+		t.Errorf("PoolDrift of a node waiting for registration = %v; want none", diffs)
+	}
+	node.Spec.Taints = nil
+	if diffs := disruption.PoolDrift(node, pool, ""); len(diffs) != 1 || diffs[0].Field != "labels[tier]" {
+		t.Errorf("PoolDrift of the registered node without the label = %v; want labels[tier]", diffs)
 	}
 }

@@ -48,10 +48,17 @@ func (d Difference) String() string {
 // the node would not remove marked Left: the image, on a pool whose provider
 // cannot choose one (its replacement would boot the same image, drifted at
 // birth, and be replaced again, without end).
+//
+// A node still waiting for registration (contract.TaintUnregistered) has not
+// drifted yet: registration is about to give it the template, and a real
+// kubelet (a cloud's, Cluster API's) registers without the pool's labels.
 func PoolDrift(node *corev1.Node, pool *v1alpha1.NodePool, hash string) []Difference {
 	diffs := Drift(node, pool.Spec.Template, hash)
 	if !pool.Spec.Provider.Manages() {
 		return diffs // sluice makes no machines: it only reports
+	}
+	if slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == contract.TaintUnregistered }) {
+		return nil
 	}
 	images := registry.Images(pool.Spec.Provider.Name)
 	if images.Sets() {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -166,4 +167,25 @@ func poolClient(t *testing.T, env *sandboxtest.Env) client.Client {
 		t.Fatal(err)
 	}
 	return kube
+}
+
+// setPool changes the pool as a person's kubectl edit would, retried on a
+// conflict with the controller's status writes.
+func setPool(t *testing.T, kube client.Client, pool *v1alpha1.NodePool, change func(*v1alpha1.NodePool)) {
+	t.Helper()
+	for range 10 {
+		cur := &v1alpha1.NodePool{}
+		if err := kube.Get(context.Background(), client.ObjectKeyFromObject(pool), cur); err != nil {
+			t.Fatal(err)
+		}
+		change(cur)
+		err := kube.Update(context.Background(), cur)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("updating NodePool %s: kept conflicting", pool.Name)
 }

@@ -469,19 +469,40 @@ func TestMachinesNoClaimHolds(t *testing.T) {
 }
 
 // Create takes off the marks sluice left behind too, and leaves those
-// Cluster API has yet to act on.
+// Cluster API has yet to act on; it does not raise the replicas while one of
+// those waits, as a raise then would cancel the decrement.
 func TestCreateTakesOffAStrayMark(t *testing.T) {
 	w := newWorld(t, 3)
 	w.edit(t, clusterapi.Machines, "md-0-a-1", annotate(clusterapi.AnnotationDeleteMachine, "sluice:3"))
 	w.edit(t, clusterapi.Machines, "md-0-a-2", annotate(clusterapi.AnnotationDeleteMachine, "sluice:4"))
-	if _, err := w.p.Create(context.Background(), pool(), "web-aaaaa"); err != nil {
-		t.Fatal(err)
+	_, err := w.p.Create(context.Background(), pool(), "web-aaaaa")
+	if e, ok := provider.AsError(err); !ok || e.Code != clusterapi.CodeDeletionInProgress || !e.Retryable {
+		t.Errorf("Create with a decrement Cluster API has yet to act on = %v; want a retryable %s", err, clusterapi.CodeDeletionInProgress)
 	}
 	if v, ok := w.mark(t, "md-0-a-1"); ok {
 		t.Errorf("stray mark %q on md-0-a-1 kept; want it taken off", v)
 	}
 	if v, _ := w.mark(t, "md-0-a-2"); v != "sluice:4" {
 		t.Errorf("md-0-a-2 marked %q; want sluice:4 kept, its decrement to 3 done", v)
+	}
+	if r := w.replicas(t); r != 3 {
+		t.Errorf("replicas %d; want 3, not raised while the decrement waits", r)
+	}
+}
+
+// Delete waits while Cluster API has yet to make the Machines of a raise:
+// a decrement now would cancel it.
+func TestDeleteWaitsForARaiseToShow(t *testing.T) {
+	w := newWorld(t, 3)
+	w.edit(t, clusterapi.MachineDeployments, "md-0", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, int64(4), "spec", "replicas")
+	})
+	err := w.p.Delete(context.Background(), clusterapi.MachineName(ns, "md-0-a-1"))
+	if e, ok := provider.AsError(err); !ok || e.Code != clusterapi.CodeCreationInProgress || !e.Retryable {
+		t.Errorf("Delete with 3 Machines for 4 replicas = %v; want a retryable %s", err, clusterapi.CodeCreationInProgress)
+	}
+	if v, ok := w.mark(t, "md-0-a-1"); ok {
+		t.Errorf("md-0-a-1 marked %q; want no mark", v)
 	}
 	if r := w.replicas(t); r != 4 {
 		t.Errorf("replicas %d; want 4", r)

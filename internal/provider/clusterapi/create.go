@@ -138,6 +138,9 @@ func (p *Provider) raise(ctx context.Context, c *Claim) (*provider.Machine, erro
 				return nil, err
 			}
 		}
+		if err := decrementPending(t, obj.replicas(), machines); err != nil {
+			return nil, err
+		}
 		c.Before, c.Replicas = names(machines), obj.replicas()+1
 		if err := p.claims.Put(ctx, c); err != nil {
 			return nil, err

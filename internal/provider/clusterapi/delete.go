@@ -124,6 +124,13 @@ func (p *Provider) remove(ctx context.Context, t target, m *machine) error {
 	if err := p.removable(ctx, t, m, n); err != nil {
 		return err
 	}
+	machines, err := p.machinesOf(ctx, t)
+	if err != nil {
+		return err
+	}
+	if err := raisePending(t, n, machines); err != nil {
+		return err
+	}
 	if n <= 0 {
 		return &provider.Error{Code: CodeDeletionInProgress, Retryable: true, Message: fmt.Sprintf(
 			"%s has 0 replicas: Cluster API is deleting its Machines, Machine %s/%s among them", t, m.Namespace, m.Name)}

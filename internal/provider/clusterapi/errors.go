@@ -30,6 +30,9 @@ const (
 	// deleting already, which Cluster API would count against a lower
 	// replicas count first (and whose replacement would then never come).
 	CodeDeletionInProgress = "DeletionInProgress"
+	// CodeCreationInProgress: Cluster API has not yet made the Machines of
+	// the replicas last raised; a change now could cancel the raise.
+	CodeCreationInProgress = "CreationInProgress"
 	// CodeAnotherMachineMarked: another Machine of the MachineSet carries
 	// cluster.x-k8s.io/delete-machine that sluice did not write, so a lower
 	// replicas count might take that one instead.
