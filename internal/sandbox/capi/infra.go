@@ -195,6 +195,8 @@ func (in *Infra) work(ctx context.Context) {
 		}
 		after, err := in.reconcile(ctx, key)
 		switch {
+		case apierrors.IsConflict(err):
+			in.queue.AddRateLimited(key) // Cluster API wrote it meanwhile: read it again
 		case err != nil:
 			in.log.Info("kwokmachine", "key", key, "err", err)
 			in.queue.AddRateLimited(key)
