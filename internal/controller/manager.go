@@ -248,66 +248,8 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
 	var policies maintenance.Policies = maintenance.Defaults{}
 	if pools {
 		policies = maintenance.NewPoolPolicies(mgr.GetClient(), opts.Log)
-		machines := opts.Machines
-		if machines == nil {
-			machines = noMachines{}
-		}
-		churn := nodepool.NewChurn(opts.Clock)
-		podInformer, err := sharedIndexInformer(context.Background(), mgr, &corev1.Pod{})
-		if err != nil {
+		if err := poolControllers(mgr, cfg, queue, recorder, shared, opts); err != nil {
 			return nil, err
-		}
-		if _, err := podInformer.AddEventHandler(churn.Handler()); err != nil {
-			return nil, fmt.Errorf("watching pods leave nodes: %w", err)
-		}
-		pc := nodepool.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, machines, nodepool.Options{
-			DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn, LastChurn: churn.Last,
-			ValidationDelay: opts.ConsolidationValidationDelay,
-			Queue:           queue, Recorder: recorder, Metrics: nodepool.NewMetrics(opts.Registry), Log: opts.Log.With("component", "nodepool"),
-		})
-		if err := pc.SetupWithManager(mgr, 1); err != nil {
-			return nil, fmt.Errorf("setting up the NodePool controller: %w", err)
-		}
-		rc := registration.New(mgr.GetClient(), opts.Clock, machines, registration.Options{
-			DryRun: opts.DryRun, Recorder: recorder, Registry: opts.Registry, Log: opts.Log.With("component", "registration"),
-		})
-		if err := rc.SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("setting up the node registration controller: %w", err)
-		}
-		dc := deletion.NewController(mgr.GetClient(), opts.Clock, queue, machines, deletion.Options{
-			DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "deletion"),
-		})
-		if err := dc.SetupWithManager(mgr, opts.Workers); err != nil {
-			return nil, fmt.Errorf("setting up the node deletion controller: %w", err)
-		}
-		if !machines.Serves(v1alpha1.ProviderClusterAPI) {
-			// The provider was turned off (or never on): hooks an earlier
-			// run added would hold Cluster API's deletions with nobody to
-			// release them.
-			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-				dyn, err := dynamic.NewForConfig(cfg)
-				if err != nil {
-					return err
-				}
-				released, err := clusterapi.ReleaseHooks(ctx, dyn, opts.DryRun)
-				if len(released) > 0 {
-					opts.Log.Info("the cluster-api provider is off: removed sluice's pre-drain hook from Cluster API's Machines", "machines", released)
-				}
-				if err != nil {
-					opts.Log.Error("removing sluice's pre-drain hooks", "err", err)
-				}
-				return nil
-			})); err != nil {
-				return nil, err
-			}
-		}
-		if machines.Serves(v1alpha1.ProviderClusterAPI) {
-			hc := capihook.NewController(mgr.GetClient(), opts.Clock, queue, capihook.Options{
-				DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "clusterapi-hook"),
-			})
-			if err := hc.SetupWithManager(mgr, opts.Workers); err != nil {
-				return nil, fmt.Errorf("setting up the Cluster API deletion hook: %w", err)
-			}
 		}
 	}
 	// A person's drain, seen through its claim on the node, counts against
@@ -485,4 +427,76 @@ func selfPod(namespace, name string) func(*corev1.Pod) bool {
 		return nil
 	}
 	return func(p *corev1.Pod) bool { return p.Namespace == namespace && p.Name == name }
+}
+
+// clusterAPI sets up sluice's drains for Cluster API when the controller runs
+// the cluster-api provider, and otherwise removes the pre-drain hooks an
+// earlier run with it put on Machines (no one would release them).
+func clusterAPI(mgr manager.Manager, cfg *rest.Config, machines Machines, queue *termination.Queue, recorder record.EventRecorder, opts Options) error {
+	if machines.Serves(v1alpha1.ProviderClusterAPI) {
+		hc := capihook.NewController(mgr.GetClient(), opts.Clock, queue, capihook.Options{
+			DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "clusterapi-hook"),
+		})
+		if err := hc.SetupWithManager(mgr, opts.Workers); err != nil {
+			return fmt.Errorf("setting up the Cluster API deletion hook: %w", err)
+		}
+		return nil
+	}
+	// The provider was turned off (or never on): hooks an earlier run added
+	// would hold Cluster API's deletions with nobody to release them.
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		released, err := clusterapi.ReleaseHooks(ctx, dyn, opts.DryRun)
+		if len(released) > 0 {
+			opts.Log.Info("the cluster-api provider is off: removed sluice's pre-drain hook from Cluster API's Machines", "machines", released)
+		}
+		if err != nil {
+			opts.Log.Error("removing sluice's pre-drain hooks", "err", err)
+		}
+		return nil
+	}))
+}
+
+// poolControllers sets up what serves NodePools: the pool, registration and
+// deletion controllers, and Cluster API's hook.
+func poolControllers(mgr manager.Manager, cfg *rest.Config, queue *termination.Queue, recorder record.EventRecorder, shared *drain.Shared, opts Options) error {
+	machines := opts.Machines
+	if machines == nil {
+		machines = noMachines{}
+	}
+	churn := nodepool.NewChurn(opts.Clock)
+	podInformer, err := sharedIndexInformer(context.Background(), mgr, &corev1.Pod{})
+	if err != nil {
+		return err
+	}
+	if _, err := podInformer.AddEventHandler(churn.Handler()); err != nil {
+		return fmt.Errorf("watching pods leave nodes: %w", err)
+	}
+	pc := nodepool.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, machines, nodepool.Options{
+		DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn, LastChurn: churn.Last,
+		ValidationDelay: opts.ConsolidationValidationDelay,
+		Queue:           queue, Recorder: recorder, Metrics: nodepool.NewMetrics(opts.Registry), Log: opts.Log.With("component", "nodepool"),
+	})
+	if err := pc.SetupWithManager(mgr, 1); err != nil {
+		return fmt.Errorf("setting up the NodePool controller: %w", err)
+	}
+	rc := registration.New(mgr.GetClient(), opts.Clock, machines, registration.Options{
+		DryRun: opts.DryRun, Recorder: recorder, Registry: opts.Registry, Log: opts.Log.With("component", "registration"),
+	})
+	if err := rc.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the node registration controller: %w", err)
+	}
+	dc := deletion.NewController(mgr.GetClient(), opts.Clock, queue, machines, deletion.Options{
+		DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "deletion"),
+	})
+	if err := dc.SetupWithManager(mgr, opts.Workers); err != nil {
+		return fmt.Errorf("setting up the node deletion controller: %w", err)
+	}
+	if err := clusterAPI(mgr, cfg, machines, queue, recorder, opts); err != nil {
+		return err
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
@@ -26,10 +26,11 @@ import (
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
-// The sandbox's infrastructure provider: its API group, and the resources of
-// the InfraMachine, InfraMachineTemplate and ControlPlane contracts it serves.
+// InfraGroup is the API group of the sandbox's infrastructure provider.
 const InfraGroup = "infrastructure.sandbox.sluice.dev"
 
+// The provider's resources, for the InfraMachine, InfraMachineTemplate and
+// ControlPlane contracts it serves.
 var (
 	KwokMachines         = schema.GroupVersionResource{Group: InfraGroup, Version: "v1alpha1", Resource: "kwokmachines"}
 	KwokMachineTemplates = schema.GroupVersionResource{Group: InfraGroup, Version: "v1alpha1", Resource: "kwokmachinetemplates"}
@@ -128,7 +129,6 @@ type Infra struct {
 	log    *slog.Logger
 	queue  workqueue.TypedRateLimitingInterface[string]
 	lister cache.GenericLister
-	mu     sync.Mutex
 }
 
 // StartInfra installs the provider's CRDs and runs its controller until ctx
@@ -174,17 +174,15 @@ func StartInfra(ctx context.Context, sb *sandbox.Sandbox, log *slog.Logger) (*In
 }
 
 func waitServed(ctx context.Context, dyn dynamic.Interface) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := dyn.Resource(KwokMachines).List(ctx, metav1.ListOptions{Limit: 1})
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the KwokMachine CRD is not served: %w", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, last = dyn.Resource(KwokMachines).List(ctx, metav1.ListOptions{Limit: 1})
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the KwokMachine CRD is not served: %w (last: %w)", err, last)
 	}
+	return nil
 }
 
 func (in *Infra) work(ctx context.Context) {
