@@ -105,7 +105,7 @@ func (f *clusterAPIFacts) lines() []string {
 	case f.Deleting && f.Held:
 		out = append(out, "Cluster API is deleting the Machine; sluice's pre-drain hook holds it while sluice drains the node")
 	case f.Deleting:
-		out = append(out, "Cluster API is deleting the Machine; sluice released it (Cluster API goes on)")
+		out = append(out, "Cluster API is deleting the Machine without sluice's hook on it (sluice released it, or it was deleted before sluice hooked it): Cluster API goes on, draining unless sluice did")
 	case f.Held:
 		out = append(out, "sluice's pre-drain hook is on the Machine: if Cluster API deletes it, sluice drains the node first")
 	default:

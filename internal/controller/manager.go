@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -449,13 +450,18 @@ func clusterAPI(mgr manager.Manager, cfg *rest.Config, machines Machines, queue 
 		if err != nil {
 			return err
 		}
-		released, err := clusterapi.ReleaseHooks(ctx, dyn, opts.DryRun)
-		if len(released) > 0 {
-			opts.Log.Info("the cluster-api provider is off: removed sluice's pre-drain hook from Cluster API's Machines", "machines", released)
-		}
-		if err != nil {
-			opts.Log.Error("removing sluice's pre-drain hooks", "err", err)
-		}
+		// Until one pass is clean: a hook left holds Cluster API's
+		// deletions for good.
+		_ = wait.PollUntilContextCancel(ctx, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			released, err := clusterapi.ReleaseHooks(ctx, dyn, opts.DryRun)
+			if len(released) > 0 {
+				opts.Log.Info("the cluster-api provider is off: removed sluice's pre-drain hook from Cluster API's Machines", "machines", released, "dryRun", opts.DryRun)
+			}
+			if err != nil {
+				opts.Log.Error("removing sluice's pre-drain hooks; trying again in 30s", "err", err)
+			}
+			return err == nil, nil
+		})
 		return nil
 	}))
 }

@@ -138,15 +138,15 @@ const (
 	TagAutoscalingGroup = "sluice.dev/autoscaling-group"
 )
 
-// The sandbox's simulated kubelets (internal/sandbox/kwok.yaml); never on a
-// real cluster.
+// The sandbox's Cluster API infrastructure provider (internal/sandbox/capi);
+// never on a real cluster.
 const (
-	// FinalizerSandboxMachine keeps a KwokMachine of the sandbox's Cluster
-	// API infrastructure provider (internal/sandbox/capi) until its Node is
-	// gone.
+	// FinalizerSandboxMachine keeps a KwokMachine until its Node is gone.
 	FinalizerSandboxMachine = "infrastructure.sandbox.sluice.dev/node"
 )
 
+// The sandbox's simulated kubelets (internal/sandbox/kwok.yaml); never on a
+// real cluster.
 const (
 	// SandboxExitAfterSeconds on a Pod: after deletion its process exits
 	// this many seconds later (or when the grace period ends, if sooner).

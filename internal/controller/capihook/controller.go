@@ -26,10 +26,12 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -72,8 +74,11 @@ type Controller struct {
 	drains map[types.UID]*progress
 
 	// admitting serializes the budget check and the record's write, so two
-	// workers never both spend the last disruption a budget allows.
+	// workers never both spend the last disruption a budget allows, and
+	// admitted remembers the Nodes admitted until the cache shows their
+	// record.
 	admitting sync.Mutex
+	admitted  map[string]time.Time
 }
 
 // progress is what sluice knows of one Machine's drain.
@@ -95,7 +100,7 @@ func NewController(kube client.Client, clk clock.Clock, queue Queue, opts Option
 		opts.Retry = 15 * time.Second
 	}
 	return &Controller{kube: kube, clock: clk, queue: queue, opts: opts,
-		wake: make(chan event.GenericEvent, 256), drains: map[types.UID]*progress{}}
+		wake: make(chan event.GenericEvent, 256), drains: map[types.UID]*progress{}, admitted: map[string]time.Time{}}
 }
 
 // machine is an empty Machine at the version sluice speaks.
@@ -111,7 +116,7 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("clusterapi-hook").
 		For(machine()).
-		Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.poolMachines)).
+		Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.poolMachines), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(c.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(c)
@@ -203,8 +208,7 @@ func (c *Controller) hook(ctx context.Context, m *unstructured.Unstructured) err
 }
 
 // release removes the hook, and with exclude also tells Cluster API to skip
-// its own drain (sluice drained the Node), in one patch at the Machine's
-// resourceVersion.
+// its own drain (sluice drained the Node), in one patch.
 func (c *Controller) release(ctx context.Context, m *unstructured.Unstructured, exclude bool, why string) error {
 	if c.opts.DryRun {
 		return nil
@@ -216,7 +220,10 @@ func (c *Controller) release(ctx context.Context, m *unstructured.Unstructured, 
 		a[clusterapi.AnnotationExcludeDraining] = "sluice"
 	}
 	m.SetAnnotations(a)
-	err := c.kube.Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice"))
+	// A merge patch of the two annotation keys only: it needs no lock (the
+	// condition just applied changed the resourceVersion), and it changes
+	// nothing else of the Machine.
+	err := c.kube.Patch(ctx, m, client.MergeFrom(orig), client.FieldOwner("sluice"))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -231,19 +238,17 @@ func (c *Controller) release(ctx context.Context, m *unstructured.Unstructured, 
 }
 
 // take drains the Node of a Machine Cluster API is deleting, then releases
-// the Machine.
+// the Machine. The Machine is released with exclude-node-draining only once
+// a drain of sluice's emptied the Node; released for any other reason,
+// Cluster API drains what is left itself.
 func (c *Controller) take(ctx context.Context, m *unstructured.Unstructured, pool *v1alpha1.NodePool, all []v1alpha1.NodePool) (reconcile.Result, error) {
-	nodeName, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
-	if nodeName == "" {
-		// Cluster API neither runs hooks nor drains without a Node.
-		return reconcile.Result{}, c.release(ctx, m, false, "the Machine has no Node")
-	}
-	node := &corev1.Node{}
-	if err := c.kube.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
-		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, c.release(ctx, m, true, "its Node is gone")
-		}
+	node, err := c.nodeOf(ctx, m)
+	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if node == nil {
+		// No Node: Cluster API has nothing to drain either.
+		return reconcile.Result{}, c.release(ctx, m, false, "the Machine has no Node")
 	}
 	if unreachable(node) {
 		msg := "sluice: the Node's kubelet does not answer (Ready Unknown): released to Cluster API, which deletes pods on an unreachable Node without waiting for them"
@@ -252,26 +257,21 @@ func (c *Controller) take(ctx context.Context, m *unstructured.Unstructured, poo
 		return reconcile.Result{}, c.release(ctx, m, false, "its Node is unreachable")
 	}
 	rec, err := disruption.RecordOf(node)
+	if disruption.IsNewerRecord(err) {
+		// A newer sluice was draining it (a rollback happened since): its
+		// record is not ours to rewrite.
+		c.event(node, corev1.EventTypeWarning, disruption.EventRecordFromNewerVersion, "sluice: "+err.Error())
+		return reconcile.Result{RequeueAfter: 15 * time.Second}, nil
+	}
 	if err != nil {
 		c.opts.Log.Info("unreadable disruption record on the Machine's Node; draining it as Cluster API's deletion", "node", node.Name, "err", err)
 		rec = nil
 	}
-	if !node.DeletionTimestamp.IsZero() || rec != nil && !ours(rec) && rec.Phase != disruption.PhaseLaunching {
-		// sluice chose the Node itself (a replacement, consolidation, a
-		// deleted Node) and drained it before it asked for the Machine's
-		// deletion, or drains it now through the Node's finalizer.
-		c.condition(ctx, m, metav1.ConditionTrue, "DrainedBySluice", "sluice drained the Node before it removed the machine")
-		return reconcile.Result{}, c.release(ctx, m, true, "sluice drained the Node itself")
-	}
 	p := c.progress(m.GetUID())
 	deadline, bound := c.bound(m, pool)
 	now := c.clock.Now()
-	if p.drained || !deadline.IsZero() && now.After(deadline.Add(graceSlack)) {
-		if !p.drained {
-			c.event(node, corev1.EventTypeWarning, "DrainBoundReached", fmt.Sprintf(
-				"sluice: %s has passed since Cluster API began deleting Machine %s/%s; releasing it with pods still on the Node", bound, m.GetNamespace(), m.GetName()))
-		}
-		if waiting := c.waitCompleted(ctx, m, node); waiting != "" {
+	if p.drained {
+		if waiting := c.waitCompleted(ctx, m, node); waiting != "" && (deadline.IsZero() || now.Before(deadline)) {
 			c.condition(ctx, m, metav1.ConditionFalse, "WaitingForCompletion", waiting)
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 		}
@@ -279,21 +279,63 @@ func (c *Controller) take(ctx context.Context, m *unstructured.Unstructured, poo
 		c.event(node, corev1.EventTypeNormal, "DrainedForClusterAPI", fmt.Sprintf("sluice: drained for Cluster API's deletion of Machine %s/%s", m.GetNamespace(), m.GetName()))
 		return reconcile.Result{}, c.release(ctx, m, true, "drained")
 	}
+	if !deadline.IsZero() && now.After(deadline.Add(graceSlack)) {
+		// The bound passed and no drain of sluice's emptied the Node (held
+		// for the budget, or pods left): Cluster API drains what is left.
+		msg := fmt.Sprintf("sluice held Cluster API's deletion of Machine %s/%s for %s (nodeDrainTimeoutSeconds or the pool's terminationGracePeriod) without emptying the Node; released to Cluster API, which drains it",
+			m.GetNamespace(), m.GetName(), bound)
+		c.event(node, corev1.EventTypeWarning, "DrainBoundReached", "sluice: "+msg)
+		c.condition(ctx, m, metav1.ConditionTrue, "BoundReached", msg)
+		return reconcile.Result{}, c.release(ctx, m, false, "the bound passed")
+	}
 	if wait := p.retryAt.Sub(now); wait > 0 {
 		c.condition(ctx, m, metav1.ConditionFalse, "DrainBlocked", p.left)
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	why := classify(m)
 	if rec == nil {
+		// A Node with a record counts against the budget already (sluice
+		// is replacing or deleting it): it is drained without waiting.
 		wait, err := c.admit(ctx, m, node, pool, all, why)
 		if err != nil || wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, err
 		}
-		if c.opts.DryRun {
-			return reconcile.Result{}, nil
-		}
+	}
+	if c.opts.DryRun {
+		c.opts.Log.Info("dry run: would drain the Node for Cluster API", "node", node.Name, "machine", m.GetNamespace()+"/"+m.GetName(), "why", why.what)
+		return reconcile.Result{}, nil
 	}
 	return c.drain(ctx, m, node, pool, why, deadline)
+}
+
+// nodeOf is the Machine's Node: status.nodeRef, or the Node whose
+// providerID is the Machine's (as Cluster API itself looks it up when it
+// deletes); nil when there is none.
+func (c *Controller) nodeOf(ctx context.Context, m *unstructured.Unstructured) (*corev1.Node, error) {
+	if name, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name"); name != "" {
+		node := &corev1.Node{}
+		err := c.kube.Get(ctx, types.NamespacedName{Name: name}, node)
+		if err == nil {
+			return node, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	id, _, _ := unstructured.NestedString(m.Object, "spec", "providerID")
+	if id == "" {
+		return nil, nil
+	}
+	var nodes corev1.NodeList
+	if err := c.kube.List(ctx, &nodes); err != nil {
+		return nil, err
+	}
+	for i := range nodes.Items {
+		if nodes.Items[i].Spec.ProviderID == id {
+			return &nodes.Items[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // graceSlack lets the drain's own deadline action run before the Machine is
@@ -352,16 +394,26 @@ func (c *Controller) admit(ctx context.Context, m *unstructured.Unstructured, no
 			return 0, fmt.Errorf("listing nodes: %w", err)
 		}
 		var members []*corev1.Node
+		unseen := 0 // admitted here, their record not in the cache yet
 		for i := range list.Items {
-			if owner, _ := pools.For(&list.Items[i], all); owner != nil && owner.Name == pool.Name {
-				members = append(members, &list.Items[i])
+			n := &list.Items[i]
+			if owner, _ := pools.For(n, all); owner == nil || owner.Name != pool.Name {
+				continue
+			}
+			members = append(members, n)
+			if at, ok := c.admitted[n.Name]; ok {
+				if _, recorded := n.Annotations[contract.AnnotationDisruption]; !recorded && now.Sub(at) < admittedMemory {
+					unseen++
+				} else {
+					delete(c.admitted, n.Name)
+				}
 			}
 		}
 		a, err := disruption.Observe(pool, members, now).Allowed(why.budget, now)
 		if err != nil {
 			return 0, err
 		}
-		if a.Nodes < 1 {
+		if a.Nodes-unseen < 1 {
 			msg := fmt.Sprintf("sluice holds Cluster API's deletion (%s) until NodePool %s's disruption budget allows it", why.what, pool.Name)
 			c.condition(ctx, m, metav1.ConditionFalse, "WaitingForBudget", msg)
 			c.event(node, corev1.EventTypeNormal, "ClusterAPIDeletionWaits", "sluice: "+msg)
@@ -381,12 +433,20 @@ func (c *Controller) admit(ctx context.Context, m *unstructured.Unstructured, no
 	node.Annotations[contract.AnnotationDisruption] = rec.String()
 	if err := c.kube.Patch(ctx, node, client.MergeFrom(orig), client.FieldOwner("sluice")); err != nil {
 		if kube.MayHaveApplied(err) {
+			// The record may be written though its answer was lost: the
+			// Node counts as admitted until the cache shows which.
+			c.admitted[node.Name] = now
 			return time.Second, nil
 		}
 		return 0, fmt.Errorf("recording the disruption of node %s: %w", node.Name, err)
 	}
+	c.admitted[node.Name] = now
 	return 0, nil
 }
+
+// admittedMemory is how long an admission counts before the cache shows its
+// record.
+const admittedMemory = 30 * time.Second
 
 // recordPrefix starts the message of the records this controller writes, so
 // it tells its own from the NodePool controller's.

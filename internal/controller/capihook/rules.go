@@ -36,11 +36,14 @@ type drainRule struct {
 			Selector        *metav1.LabelSelector `json:"selector,omitempty"`
 			ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 		} `json:"machines,omitempty"`
-		Pods []struct {
-			Selector          *metav1.LabelSelector `json:"selector,omitempty"`
-			NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
-		} `json:"pods,omitempty"`
+		Pods []podSelector `json:"pods,omitempty"`
 	} `json:"spec"`
+}
+
+// podSelector is one entry of a MachineDrainRule's spec.pods.
+type podSelector struct {
+	Selector          *metav1.LabelSelector `json:"selector,omitempty"`
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 }
 
 // ruleSet is how Cluster API would treat each pod of one Machine's Node: the
@@ -69,13 +72,8 @@ func (c *Controller) rules(ctx context.Context, m *unstructured.Unstructured) (*
 			clusterLabels = cl.GetLabels()
 		}
 	}
-	rs := &ruleSet{nsLabels: func(ns string) labels.Set {
-		n := &corev1.Namespace{}
-		if err := c.kube.Get(ctx, types.NamespacedName{Name: ns}, n); err != nil {
-			return nil
-		}
-		return n.Labels
-	}}
+	rs := &ruleSet{nsLabels: func(string) labels.Set { return nil }}
+	byNamespace := false
 	for _, item := range list.Items {
 		var r drainRule
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &r); err != nil {
@@ -83,7 +81,21 @@ func (c *Controller) rules(ctx context.Context, m *unstructured.Unstructured) (*
 		}
 		if r.machineMatches(m.GetLabels(), clusterLabels) {
 			rs.rules = append(rs.rules, r)
+			byNamespace = byNamespace || slices.ContainsFunc(r.Spec.Pods, func(e podSelector) bool { return e.NamespaceSelector != nil })
 		}
+	}
+	if byNamespace {
+		// Read now: the drain asks later, after this reconcile's context
+		// has ended.
+		var nss corev1.NamespaceList
+		if err := c.kube.List(ctx, &nss); err != nil {
+			return nil, fmt.Errorf("listing namespaces for MachineDrainRules' namespaceSelector: %w", err)
+		}
+		byName := make(map[string]labels.Set, len(nss.Items))
+		for _, n := range nss.Items {
+			byName[n.Name] = n.Labels
+		}
+		rs.nsLabels = func(ns string) labels.Set { return byName[ns] }
 	}
 	return rs, nil
 }
@@ -122,10 +134,10 @@ func matches(s *metav1.LabelSelector, set labels.Set) bool {
 }
 
 // behavior is how Cluster API drains the pod: the label first (skip,
-// wait-completed; case and dash do not matter), then the first rule whose
+// wait-completed; case does not matter, nor the dash), then the first rule whose
 // pods match, else Drain.
 func (rs *ruleSet) behavior(p *corev1.Pod) string {
-	switch strings.ReplaceAll(strings.ToLower(p.Labels[clusterapi.LabelDrain]), "-", "") {
+	switch strings.Replace(strings.ToLower(p.Labels[clusterapi.LabelDrain]), "-", "", 1) {
 	case "skip":
 		return behaviorSkip
 	case "waitcompleted":

@@ -14,10 +14,7 @@ func rule(name, behavior string, pods map[string]string, namespaces map[string]s
 	r.Metadata.Name = name
 	r.Spec.Drain.Behavior = behavior
 	if pods != nil || namespaces != nil {
-		e := struct {
-			Selector          *metav1.LabelSelector `json:"selector,omitempty"`
-			NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
-		}{}
+		e := podSelector{}
 		if pods != nil {
 			e.Selector = &metav1.LabelSelector{MatchLabels: pods}
 		}

@@ -2,6 +2,7 @@ package clusterapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +18,8 @@ import (
 // does a controller started without the cluster-api provider. A Machine
 // Cluster API is deleting goes on at once, drained by Cluster API. It returns
 // the Machines released (namespace/name); a cluster that does not serve
-// Machines has none. With dryRun it only lists them.
+// Machines has none. A Machine it cannot patch does not stop it: the error
+// names each. With dryRun it only lists them.
 func ReleaseHooks(ctx context.Context, dyn dynamic.Interface, dryRun bool) ([]string, error) {
 	list, err := dyn.Resource(Machines).List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
@@ -31,6 +33,7 @@ func ReleaseHooks(ctx context.Context, dyn dynamic.Interface, dryRun bool) ([]st
 		return nil, fmt.Errorf("listing Cluster API Machines: %w", err)
 	}
 	var released []string
+	var errs []error
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, AnnotationPreDrainHook)
 	for _, m := range list.Items {
 		if _, ok := m.GetAnnotations()[AnnotationPreDrainHook]; !ok {
@@ -40,10 +43,11 @@ func ReleaseHooks(ctx context.Context, dyn dynamic.Interface, dryRun bool) ([]st
 		if !dryRun {
 			_, err := dyn.Resource(Machines).Namespace(m.GetNamespace()).Patch(ctx, m.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sluice"})
 			if err != nil && !apierrors.IsNotFound(err) {
-				return released, fmt.Errorf("removing sluice's pre-drain hook from Machine %s: %w", name, err)
+				errs = append(errs, fmt.Errorf("removing sluice's pre-drain hook from Machine %s: %w", name, err))
+				continue
 			}
 		}
 		released = append(released, name)
 	}
-	return released, nil
+	return released, errors.Join(errs...)
 }
