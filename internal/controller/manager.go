@@ -444,12 +444,13 @@ func clusterAPI(mgr manager.Manager, cfg *rest.Config, machines Machines, queue 
 		return nil
 	}
 	// The provider was turned off (or never on): hooks an earlier run added
-	// would hold Cluster API's deletions with nobody to release them.
+	// would hold Cluster API's deletions with nobody to release them. The
+	// client is built now, before anything runs on cfg's transport.
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the client that removes Cluster API hooks: %w", err)
+	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		dyn, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
 		// Until one pass is clean: a hook left holds Cluster API's
 		// deletions for good.
 		_ = wait.PollUntilContextCancel(ctx, 30*time.Second, true, func(ctx context.Context) (bool, error) {
