@@ -449,12 +449,9 @@ func (c *Controller) admit(ctx context.Context, m *unstructured.Unstructured, no
 const admittedMemory = 30 * time.Second
 
 // recordPrefix starts the message of the records this controller writes, so
-// it tells its own from the NodePool controller's.
+// a person (and explain) tells them from the NodePool controller's.
 const recordPrefix = "Cluster API deletes Machine "
 
-func ours(r *disruption.Record) bool {
-	return r.Phase == disruption.PhaseTerminating && len(r.Message) > len(recordPrefix) && r.Message[:len(recordPrefix)] == recordPrefix
-}
 
 // bound is when sluice stops holding the Machine: the shorter of its
 // nodeDrainTimeoutSeconds and the pool's terminationGracePeriod, whichever
