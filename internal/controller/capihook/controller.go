@@ -452,7 +452,6 @@ const admittedMemory = 30 * time.Second
 // a person (and explain) tells them from the NodePool controller's.
 const recordPrefix = "Cluster API deletes Machine "
 
-
 // bound is when sluice stops holding the Machine: the shorter of its
 // nodeDrainTimeoutSeconds and the pool's terminationGracePeriod, whichever
 // are set, from when Cluster API began waiting for the hook; zero for none.
