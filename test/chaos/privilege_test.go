@@ -46,6 +46,9 @@ var controllerNeeds = map[string][]string{
 	// patches; the hourly pruning lists and deletes), in the controller's
 	// own namespace only.
 	"configmaps": {"create", "delete", "list", "patch"},
+	// Without the cluster-api provider (as here), removing the pre-drain
+	// hooks an earlier run with it left on Cluster API's Machines.
+	"machines.cluster.x-k8s.io": {"list", "patch"},
 }
 
 // ownNamespaceOnly are the needs granted in the controller's namespace only.
