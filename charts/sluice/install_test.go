@@ -144,7 +144,13 @@ func installAndUpgrade(t *testing.T, env *sandboxtest.Env, bin string) {
 	if err != nil || dep.Status.ReadyReplicas != 2 {
 		t.Errorf("controller Deployment: %v, %d ready; want 2", err, readyOf(dep))
 	}
-	ds, err := env.Client.AppsV1().DaemonSets(ns).Get(ctx, "sluice-agent", metav1.GetOptions{})
+	// helm --wait can return a moment before the DaemonSet controller has
+	// counted the last agent Ready (seen once on Kubernetes 1.30: 1 of 2).
+	var ds *appsv1.DaemonSet
+	env.WaitFor(t, 30*time.Second, "one Ready agent on each node", func(ctx context.Context) (bool, error) {
+		ds, err = env.Client.AppsV1().DaemonSets(ns).Get(ctx, "sluice-agent", metav1.GetOptions{})
+		return err == nil && ds.Status.DesiredNumberScheduled >= 2 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled, nil
+	})
 	if err != nil || ds.Status.DesiredNumberScheduled < 2 || ds.Status.NumberReady != ds.Status.DesiredNumberScheduled {
 		t.Errorf("agent DaemonSet: %v, %+v; want one Ready agent on each node", err, dsStatus(ds))
 	}
