@@ -25,22 +25,9 @@ func TestAHeldDeletionIsReleasedAtItsBound(t *testing.T) {
 	if err := workers.Create(ctx, w.dyn, w.Client, "a"); err != nil {
 		t.Fatal(err)
 	}
-	kube := poolClient(t, w.Env)
-	pool := workerPool(w, md, "0")
-	if err := kube.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(context.Background(), pool) })
+	w.createPool(t, md, "0")
 	startSluice(t, w)
-	w.waitMachines(t, 2*time.Minute, "2 Machines with Nodes, each hooked by sluice", func(ms []unstructured.Unstructured) bool {
-		n := 0
-		for _, m := range ms {
-			if nodeRef(m) != "" && hooked(m) {
-				n++
-			}
-		}
-		return n == 2
-	})
+	w.waitHooked(t, 2)
 	if _, err := w.dyn.Resource(clusterapi.MachineDeployments).Namespace(w.Namespace).Patch(ctx, md, types.MergePatchType,
 		[]byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)

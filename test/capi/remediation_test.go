@@ -25,12 +25,7 @@ func TestMachineHealthCheckRemediationIsDrainedPastTheBudget(t *testing.T) {
 	if err := w.workers(md, 3).Create(ctx, w.dyn, w.Client, "a"); err != nil {
 		t.Fatal(err)
 	}
-	kube := poolClient(t, w.Env)
-	pool := workerPool(w, md, "0")
-	if err := kube.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(context.Background(), pool) })
+	pool := w.createPool(t, md, "0")
 	mhc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": clusterapi.Group + "/" + clusterapi.Version, "kind": "MachineHealthCheck",
 		"metadata": map[string]any{"name": md, "namespace": w.Namespace},
@@ -46,15 +41,7 @@ func TestMachineHealthCheckRemediationIsDrainedPastTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	startSluice(t, w)
-	w.waitMachines(t, 2*time.Minute, "3 Machines with Nodes, each hooked by sluice", func(ms []unstructured.Unstructured) bool {
-		n := 0
-		for _, m := range ms {
-			if nodeRef(m) != "" && hooked(m) {
-				n++
-			}
-		}
-		return n == 3
-	})
+	w.waitHooked(t, 3)
 	poolSel := map[string]string{"pool": pool.Spec.NodeSelector.MatchLabels["pool"]}
 	w.Create(t,
 		fixture.Deployment(w.Namespace, "web", 3, fixture.NodeSelector(poolSel), fixture.ExitsAfter(1)),

@@ -30,22 +30,9 @@ func TestClusterAPIRolloutIsDrainedBySluice(t *testing.T) {
 	if err := workers.Create(ctx, w.dyn, w.Client, "a"); err != nil {
 		t.Fatal(err)
 	}
-	kube := poolClient(t, w.Env)
-	pool := workerPool(w, md, "1")
-	if err := kube.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Delete(context.Background(), pool) })
+	pool := w.createPool(t, md, "1")
 	startSluice(t, w)
-	w.waitMachines(t, 2*time.Minute, "3 Machines with Nodes, each hooked by sluice", func(ms []unstructured.Unstructured) bool {
-		n := 0
-		for _, m := range ms {
-			if nodeRef(m) != "" && hooked(m) {
-				n++
-			}
-		}
-		return n == 3
-	})
+	w.waitHooked(t, 3)
 	old := map[string]string{} // machine → node
 	for _, m := range w.machines(t) {
 		old[m.GetName()] = nodeRef(m)

@@ -3,6 +3,7 @@ package capi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +109,34 @@ func workerPool(w *world, md string, budget string) *v1alpha1.NodePool {
 			Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: budget}}},
 		},
 	}
+}
+
+// createPool creates workerPool over md with the NodePool CRD installed, and
+// deletes it when the test ends.
+func (w *world) createPool(t *testing.T, md, budget string) *v1alpha1.NodePool {
+	t.Helper()
+	kube := poolClient(t, w.Env)
+	pool := workerPool(w, md, budget)
+	if err := kube.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), pool) })
+	return pool
+}
+
+// waitHooked waits until n Machines have their Node and sluice's hook: only
+// then does Cluster API run the hook when it deletes one.
+func (w *world) waitHooked(t *testing.T, n int) {
+	t.Helper()
+	w.waitMachines(t, 2*time.Minute, fmt.Sprintf("%d Machines with Nodes, each hooked by sluice", n), func(ms []unstructured.Unstructured) bool {
+		ready := 0
+		for _, m := range ms {
+			if nodeRef(m) != "" && hooked(m) {
+				ready++
+			}
+		}
+		return ready == n
+	})
 }
 
 // workers is a MachineDeployment whose kubelets register with the unregistered

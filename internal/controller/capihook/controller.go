@@ -37,7 +37,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
-	pools "github.com/sluice-dev/sluice/internal/nodepool"
+	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -393,14 +393,10 @@ func (c *Controller) admit(ctx context.Context, m *unstructured.Unstructured, no
 		if err := c.kube.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 			return 0, fmt.Errorf("listing nodes: %w", err)
 		}
-		var members []*corev1.Node
+		// The pool's members as the NodePool controller counts them.
+		members := poolctrl.Members(pool, list.Items, all)
 		unseen := 0 // admitted here, their record not in the cache yet
-		for i := range list.Items {
-			n := &list.Items[i]
-			if owner, _ := pools.For(n, all); owner == nil || owner.Name != pool.Name {
-				continue
-			}
-			members = append(members, n)
+		for _, n := range members {
 			if at, ok := c.admitted[n.Name]; ok {
 				if _, recorded := n.Annotations[contract.AnnotationDisruption]; !recorded && now.Sub(at) < admittedMemory {
 					unseen++
