@@ -35,9 +35,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
-	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/provider/clusterapi"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
