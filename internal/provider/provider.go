@@ -60,6 +60,18 @@ type TemplateChecker interface {
 	CheckTemplate(ctx context.Context, pool *v1alpha1.NodePool) (string, error)
 }
 
+// Rebooter is a provider that can restart one of its machines in place
+// (the OS reboots; the machine, its disks and its Node stay): the first step
+// of a repair and the step of a reboot the OS asked for
+// (docs/design/health.md). A provider without it is replaced instead.
+type Rebooter interface {
+	// Reboot asks the cloud to restart the machine and returns once the
+	// cloud accepted the request (the Node goes NotReady and comes back
+	// later). An unknown machine is an error for which IsNotFound is
+	// true; a refusal is an *Error.
+	Reboot(ctx context.Context, name string) error
+}
+
 // ErrCannotTell is what CheckRegistration wraps when the cloud does not
 // show how a machine's kubelet registers.
 var ErrCannotTell = errors.New("the cloud does not show how its machines register")

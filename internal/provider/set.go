@@ -80,6 +80,34 @@ func (m *Machines) DeleteMachine(ctx context.Context, pool *v1alpha1.NodePool, n
 	return err
 }
 
+// CanReboot says whether the pool's provider restarts machines in place
+// (Rebooter): a repair's first step, and a reboot the OS asked for.
+func (m *Machines) CanReboot(pool *v1alpha1.NodePool) bool {
+	p, ok := m.set.For(pool)
+	if !ok {
+		return false
+	}
+	_, ok = p.(Rebooter)
+	return ok
+}
+
+// RebootMachine asks the pool's provider to restart one of its machines in
+// place; a provider that cannot answers an error saying so (CanReboot).
+func (m *Machines) RebootMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error {
+	p, ok := m.set.For(pool)
+	if !ok {
+		return NotEnabled(pool.Spec.Provider.Name)
+	}
+	r, ok := p.(Rebooter)
+	if !ok {
+		return fmt.Errorf("provider %s cannot reboot a machine in place", pool.Spec.Provider.Name)
+	}
+	start := m.clock.Now()
+	err := r.Reboot(ctx, name)
+	observe(pool.Spec.Provider.Name, "reboot", m.clock.Since(start), err)
+	return err
+}
+
 // CheckRegistration asks the pool's provider whether its new machines will
 // join with the unregistered taint (RegistrationChecker); a provider that
 // cannot tell answers ErrCannotTell.

@@ -113,6 +113,20 @@ const (
 	// actions waiting for it (JSON: event ID -> hook), so a restarted queue
 	// reader completes them too.
 	AnnotationAWSLifecycleHooks = "sluice.dev/aws-lifecycle-hooks"
+	// AnnotationRebootRequired on a Node: the agent found its OS's
+	// reboot-required sentinel; the value is when it first did (RFC 3339).
+	// The agent removes it once the sentinel is gone (docs/design/health.md).
+	AnnotationRebootRequired = "maintenance.sluice.dev/reboot-required"
+)
+
+// Node health (docs/design/health.md).
+const (
+	// AnnotationUnhealthy on a Node is the repair's debounced record of its
+	// health (JSON): since when it has been unhealthy, by which condition,
+	// and since when it has looked healthy again, so that a flap shorter
+	// than the pool's flapGrace does not reset the clock and a restarted
+	// controller agrees.
+	AnnotationUnhealthy = "sluice.dev/unhealthy"
 )
 
 // Drain timelines, kept as ConfigMaps in the controller's namespace.
@@ -160,6 +174,13 @@ const (
 	// SandboxNotReady on a Node: its kubelet reports NotReady while the
 	// annotation is present.
 	SandboxNotReady = "sandbox.sluice.dev/not-ready"
+	// SandboxFaultSurvivesReboot on a Node: a reboot through the kwok
+	// provider leaves its fault (not-ready, a bad condition) in place, as a
+	// broken disk would; without it a reboot clears the fault.
+	SandboxFaultSurvivesReboot = "sandbox.sluice.dev/fault-survives-reboot"
+	// SandboxRebootedAt on a Node: when the kwok provider last rebooted it
+	// (RFC 3339).
+	SandboxRebootedAt = "sandbox.sluice.dev/rebooted-at"
 )
 
 // What uninstalling sluice (internal/uninstall) takes off a Node is its
@@ -193,6 +214,8 @@ func NodeWorkingAnnotations() []string {
 		AnnotationMaintenanceApproved,
 		AnnotationMaintenanceApprove,
 		AnnotationAWSLifecycleHooks,
+		AnnotationRebootRequired,
+		AnnotationUnhealthy,
 		AnnotationUpgrade,
 		AnnotationUpgradeImage,
 		AnnotationUpgradeBlockedBy,
