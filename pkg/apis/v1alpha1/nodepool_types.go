@@ -59,6 +59,11 @@ type NodePoolList struct {
 // NodePoolSpec is what the pool's owner asks of sluice: which nodes belong,
 // what makes and removes them, the node they should be, how they answer the
 // cloud's maintenance, and when sluice may disrupt them of its own accord.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.repair) || !has(self.provider) || self.provider.name != 'none'",message="repair needs a provider that can reboot or replace the pool's machines (kwok, aws-asg, azure-vmss, aks-agentpool, gcp-mig); with provider none sluice cannot repair a node"
+// +kubebuilder:validation:XValidation:rule="!has(self.repair) || !has(self.provider) || self.provider.name != 'cluster-api'",message="repair is off for cluster-api pools: their MachineHealthCheck is the repairer, and sluice drains the Machines it deletes (docs/providers.md#cluster-api)"
+// +kubebuilder:validation:XValidation:rule="!has(self.reboot) || !has(self.provider) || self.provider.name != 'none'",message="reboot needs a provider that can reboot or replace the pool's machines; with provider none sluice cannot reboot a node"
+// +kubebuilder:validation:XValidation:rule="!has(self.reboot) || !has(self.provider) || self.provider.name != 'cluster-api'",message="reboot is not supported for cluster-api pools: roll the MachineDeployment to a patched image instead"
 type NodePoolSpec struct {
 	// NodeSelector picks the pool's nodes by their labels. It must not be
 	// empty: a pool that selects every node is almost always a mistake. A node
@@ -113,6 +118,20 @@ type NodePoolSpec struct {
 	//
 	// +optional
 	Upgrade *UpgradeSpec `json:"upgrade,omitempty"`
+
+	// Repair reboots, then replaces, nodes a condition says are broken
+	// (docs/health.md). Off unless set: an upgrade of sluice never starts
+	// repairing by itself.
+	//
+	// +optional
+	Repair *RepairSpec `json:"repair,omitempty"`
+
+	// Reboot drains and reboots the nodes whose OS asked for a reboot (the
+	// agent's reboot-required sentinel), within the budgets and the reboot
+	// windows (docs/health.md). Off unless set.
+	//
+	// +optional
+	Reboot *RebootSpec `json:"reboot,omitempty"`
 }
 
 // UpgradeSpec tunes a pool's image upgrades, with the knobs of an AKS node
@@ -699,7 +718,7 @@ type Budget struct {
 	// Reasons the budget applies to; left out, it applies to all.
 	//
 	// +optional
-	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:MaxItems=7
 	// +listType=set
 	Reasons []DisruptionReason `json:"reasons,omitempty"`
 
@@ -730,7 +749,7 @@ type Budget struct {
 
 // DisruptionReason is why sluice disrupts a node of its own accord.
 //
-// +kubebuilder:validation:Enum=Empty;Underutilized;Drifted;Expired;Upgrade
+// +kubebuilder:validation:Enum=Empty;Underutilized;Drifted;Expired;Upgrade;Unhealthy;RebootRequired
 type DisruptionReason string
 
 // Disruption reasons.
@@ -740,10 +759,16 @@ const (
 	ReasonDrifted       DisruptionReason = "Drifted"
 	ReasonExpired       DisruptionReason = "Expired"
 	ReasonUpgrade       DisruptionReason = "Upgrade"
+	// ReasonUnhealthy is a repair's: it counts against the budgets but
+	// is never held by them (only by spec.repair.maxUnhealthy).
+	ReasonUnhealthy DisruptionReason = "Unhealthy"
+	// ReasonRebootRequired is a reboot the node's OS asked for (not the
+	// cloud's maintenance Reboot event, which is involuntary).
+	ReasonRebootRequired DisruptionReason = "RebootRequired"
 )
 
 // DisruptionReasons lists every reason, in the order sluice reports them.
-var DisruptionReasons = []DisruptionReason{ReasonEmpty, ReasonUnderutilized, ReasonDrifted, ReasonExpired, ReasonUpgrade}
+var DisruptionReasons = []DisruptionReason{ReasonEmpty, ReasonUnderutilized, ReasonDrifted, ReasonExpired, ReasonUpgrade, ReasonUnhealthy, ReasonRebootRequired}
 
 // Limits cap what a pool's provider may create.
 type Limits struct {
