@@ -208,8 +208,8 @@ func TestExplain(t *testing.T) {
 			code: disruption.VerdictRecordUnreadable, says: []string{"left alone: reading sluice.dev/disruption on node n1", "kubectl annotate node n1 sluice.dev/disruption-"},
 		},
 		{
-			name: "a record a newer sluice wrote", pool: pool(), nodes: []*corev1.Node{drifted("n1", annotate(contract.AnnotationDisruption, `{"v":2,"reason":"Drifted","phase":"Launching"}`))},
-			code: disruption.VerdictRecordFromNewerVersion, says: []string{"left alone", "written by a newer sluice (record version 2; this one reads up to 1)", "roll sluice forward"},
+			name: "a record a newer sluice wrote", pool: pool(), nodes: []*corev1.Node{drifted("n1", annotate(contract.AnnotationDisruption, `{"v":3,"reason":"Drifted","phase":"Launching"}`))},
+			code: disruption.VerdictRecordFromNewerVersion, says: []string{"left alone", "written by a newer sluice (record version 3; this one reads up to 2)", "roll sluice forward"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,10 +44,21 @@ const (
 	// ModeRemove drains and deletes nodes whose pods fit elsewhere
 	// (consolidation may launch one cheaper node first).
 	ModeRemove Mode = "Remove"
+	// ModeRepair reboots a broken node in place where the provider can,
+	// then replaces it replacement first if it stays broken; it spends
+	// budget but is held only by the pool's circuit breaker.
+	ModeRepair Mode = "Repair"
+	// ModeReboot drains a node, reboots it in place, and puts it back in
+	// service once it is Ready (replaced where the provider cannot reboot).
+	ModeReboot Mode = "Reboot"
 )
 
 // Methods are every method, in order of precedence.
 var Methods = []Method{
+	{
+		Reason: v1alpha1.ReasonUnhealthy, Mode: ModeRepair,
+		Takes: "nodes showing a condition spec.repair names for longer than its toleration, unless the circuit breaker holds",
+	},
 	{
 		Reason: v1alpha1.ReasonUpgrade, Mode: ModeSurge,
 		Takes: "nodes whose image differs from the template, in a pool with spec.upgrade",
@@ -62,6 +73,10 @@ var Methods = []Method{
 		Reason: v1alpha1.ReasonExpired, Mode: ModeReplaceFirst,
 		Takes: "nodes older than expireAfter",
 		owns:  func(_ *v1alpha1.NodePool, c Candidate) bool { return !c.ExpiredAt.IsZero() },
+	},
+	{
+		Reason: v1alpha1.ReasonRebootRequired, Mode: ModeReboot,
+		Takes: "nodes whose OS asked for a reboot, in a pool with spec.reboot, inside its reboot windows",
 	},
 	{
 		Reason: v1alpha1.ReasonEmpty, Mode: ModeRemove, Revalidate: true,

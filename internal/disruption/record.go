@@ -35,6 +35,10 @@ const (
 	// PhaseSoaking: an upgrade drained the node; it waits, cordoned and
 	// empty, for the pool's nodeSoakDuration from Drained, then is deleted.
 	PhaseSoaking Phase = "Soaking"
+	// PhaseRebooting: the node was rebooted in place (a repair's first
+	// step, or a reboot its OS asked for); it waits to be healthy again
+	// from RebootedAt.
+	PhaseRebooting Phase = "Rebooting"
 )
 
 // ReasonDeleted is the record's reason for a node someone deleted: budgets
@@ -46,7 +50,17 @@ const ReasonDeleted v1alpha1.DisruptionReason = "Deleted"
 // absence it would take to mean something else, a phase it does not know)
 // raises it; adding a field an older controller may ignore does not. A record
 // without a version is version 1 (the first releases wrote none).
-const RecordVersion = 1
+const RecordVersion = 2
+
+// needs is the oldest RecordVersion that reads the record right: 2 for the
+// reboot's phases (an older sluice would leave such a node counted forever),
+// 1 for every other record, so that a rollback still finishes those.
+func (r Record) needs() int {
+	if r.Phase == PhaseRebooting || r.Phase == PhaseDraining && r.Reason != v1alpha1.ReasonUpgrade {
+		return 2
+	}
+	return 1
+}
 
 // Record is the disruption controller's note on a node it is taking away,
 // kept in the node's contract.AnnotationDisruption so that a restarted or
@@ -74,6 +88,9 @@ type Record struct {
 	// DrainStarted and Drained time an upgrade's drain of the node.
 	DrainStarted *time.Time `json:"drainStarted,omitempty"`
 	Drained      *time.Time `json:"drained,omitempty"`
+	// RebootedAt is when the provider was asked to reboot the node
+	// (PhaseRebooting).
+	RebootedAt *time.Time `json:"rebootedAt,omitempty"`
 }
 
 // RecordOf reads the node's record; nil when it has none. An unreadable
@@ -117,10 +134,10 @@ func IsNewerRecord(err error) bool {
 	return errors.As(err, &newer)
 }
 
-// String is the record as the annotation holds it, stamped with the
-// RecordVersion this sluice writes.
+// String is the record as the annotation holds it, stamped with the oldest
+// RecordVersion that reads it right.
 func (r Record) String() string {
-	r.Version = RecordVersion
+	r.Version = r.needs()
 	b, err := json.Marshal(r)
 	if err != nil { // a struct of strings and times always marshals
 		panic(err)

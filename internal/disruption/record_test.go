@@ -28,7 +28,8 @@ func TestRecordVersions(t *testing.T) {
 	}{
 		{name: "as this sluice writes it", raw: written, phase: disruption.PhaseLaunching},
 		{name: "without a version", raw: `{"reason":"Drifted","phase":"Terminating","since":"2026-11-27T10:00:00Z"}`, phase: disruption.PhaseTerminating},
-		{name: "from a newer sluice", raw: `{"v":2,"reason":"Drifted","phase":"Launching","since":"2026-11-27T10:00:00Z"}`, newer: true},
+		{name: "a reboot's, version 2", raw: `{"v":2,"reason":"Unhealthy","phase":"Rebooting","since":"2026-11-27T10:00:00Z"}`, phase: disruption.PhaseRebooting},
+		{name: "from a newer sluice", raw: `{"v":3,"reason":"Drifted","phase":"Launching","since":"2026-11-27T10:00:00Z"}`, newer: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := disruption.RecordOf(node(tc.raw))
@@ -49,7 +50,13 @@ func TestRecordVersions(t *testing.T) {
 			}
 		})
 	}
-	if r, _ := disruption.RecordOf(node(written)); r == nil || r.Version != disruption.RecordVersion {
-		t.Errorf("String() wrote %s; want it stamped with version %d", written, disruption.RecordVersion)
+	// Only what an older sluice would misread is stamped with the newer
+	// version: a rollback still finishes every other record.
+	if r, _ := disruption.RecordOf(node(written)); r == nil || r.Version != 1 {
+		t.Errorf("String() wrote %s; want a replacement's record stamped with version 1", written)
+	}
+	rebooting := disruption.Record{Reason: v1alpha1.ReasonUnhealthy, Phase: disruption.PhaseRebooting, Since: since}.String()
+	if r, _ := disruption.RecordOf(node(rebooting)); r == nil || r.Version != 2 {
+		t.Errorf("String() wrote %s; want a reboot's record stamped with version 2, which a version-1 sluice refuses", rebooting)
 	}
 }
