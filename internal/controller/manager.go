@@ -184,6 +184,12 @@ func (noMachines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
 
 func (noMachines) NamesOf(n *corev1.Node) []string { return provider.NewMachines(nil, nil).NamesOf(n) }
 
+func (noMachines) CanReboot(*v1alpha1.NodePool) bool { return false }
+
+func (noMachines) RebootMachine(_ context.Context, pool *v1alpha1.NodePool, _ string) error {
+	return provider.NotEnabled(pool.Spec.Provider.Name)
+}
+
 func (noMachines) CheckRegistration(_ context.Context, pool *v1alpha1.NodePool) (string, error) {
 	return "", provider.NotEnabled(pool.Spec.Provider.Name)
 }

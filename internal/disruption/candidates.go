@@ -24,6 +24,9 @@ type Candidate struct {
 	// ExpiredAt is when the node expired, whatever the Reason; zero when it
 	// has not.
 	ExpiredAt time.Time
+	// Why says why the node is taken, for the methods that choose their
+	// nodes outside the drift and expiry candidates (repair, reboot).
+	Why string
 }
 
 // Drifted says whether the node differs from the template in a way its

@@ -91,6 +91,9 @@ type Record struct {
 	// RebootedAt is when the provider was asked to reboot the node
 	// (PhaseRebooting).
 	RebootedAt *time.Time `json:"rebootedAt,omitempty"`
+	// BootID is the node's boot before that reboot: a new one says the
+	// reboot happened.
+	BootID string `json:"bootID,omitempty"`
 }
 
 // RecordOf reads the node's record; nil when it has none. An unreadable

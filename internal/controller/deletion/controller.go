@@ -173,7 +173,8 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 	if end.drained {
 		return reconcile.Result{}, c.finish(ctx, node, pool)
 	}
-	if grace, ok := pool.DisruptionSpec().TerminationGracePeriodOrNone(); ok && !c.clock.Now().Before(node.DeletionTimestamp.Add(grace+graceSlack)) {
+	rec, err := disruption.RecordOf(node)
+	if grace, ok := terminationGrace(pool, node, rec); ok && !c.clock.Now().Before(node.DeletionTimestamp.Add(grace+graceSlack)) {
 		// The grace period is over and the node is still not empty: its
 		// kubelet may be gone and never confirm its pods' end. The machine
 		// goes, as terminationGracePeriod promises.
@@ -184,7 +185,6 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 	if wait := end.retryAt.Sub(c.clock.Now()); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	rec, err := disruption.RecordOf(node)
 	if disruption.IsNewerRecord(err) {
 		// A newer sluice was draining it (a rollback happened since): its
 		// record is not ours to rewrite.
@@ -217,9 +217,14 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	opts := drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true, Force: true, CordonOwner: "termination"}
-	if grace, ok := pool.DisruptionSpec().TerminationGracePeriodOrNone(); ok {
+	if grace, ok := terminationGrace(pool, node, rec); ok {
 		opts.Deadline = node.DeletionTimestamp.Add(grace)
 		opts.OnDeadline = drain.OnDeadlineDelete
+	}
+	if rec != nil && rec.Reason == v1alpha1.ReasonUnhealthy && kubeletGone(node) {
+		c.event(node, corev1.EventTypeWarning, "KubeletUnreachable", fmt.Sprintf(
+			"sluice: repairing a node whose kubelet stopped reporting: nothing can confirm its pods' eviction, so those still here at %s are deleted (not evicted) and the machine with them",
+			opts.Deadline.UTC().Format(time.RFC3339)))
 	}
 	name := node.Name
 	admission, err := c.queue.Submit(termination.Request{Node: name, Pool: pool.Name, Reason: termination.Reason(rec.Reason), Key: key,
@@ -235,6 +240,35 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 		c.event(node, corev1.EventTypeNormal, "Terminating", msg)
 	}
 	return reconcile.Result{RequeueAfter: terminatingRecheck}, nil
+}
+
+// unreachableGrace is how long a repair's deletion of a node whose kubelet
+// is gone waits for its pods when the pool sets no terminationGracePeriod:
+// no kubelet will ever confirm their end (docs/health.md).
+const unreachableGrace = 10 * time.Minute
+
+// terminationGrace is how long the node's drain may take before the pods
+// left are deleted: the pool's terminationGracePeriod, or, for a repair of a
+// node whose kubelet is gone, unreachableGrace when the pool sets none.
+func terminationGrace(pool *v1alpha1.NodePool, node *corev1.Node, rec *disruption.Record) (time.Duration, bool) {
+	if grace, ok := pool.DisruptionSpec().TerminationGracePeriodOrNone(); ok {
+		return grace, true
+	}
+	if rec != nil && rec.Reason == v1alpha1.ReasonUnhealthy && kubeletGone(node) {
+		return unreachableGrace, true
+	}
+	return 0, false
+}
+
+// kubeletGone says whether the node's kubelet stopped reporting (Ready
+// Unknown).
+func kubeletGone(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionUnknown
+		}
+	}
+	return false
 }
 
 // newerRecordRecheck is how often a deleted node whose record a newer

@@ -55,6 +55,10 @@ type Machines interface {
 	// every name a Node is known by as a machine (provider.Machines).
 	MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string
 	NamesOf(n *corev1.Node) []string
+	// CanReboot says whether the pool's provider reboots machines in
+	// place; RebootMachine asks it to (provider.Rebooter).
+	CanReboot(pool *v1alpha1.NodePool) bool
+	RebootMachine(ctx context.Context, pool *v1alpha1.NodePool, name string) error
 	// CheckRegistration says why the pool's new machines will join without
 	// the unregistered taint ("" when they will not; errors wrapping
 	// provider.ErrCannotTell when the cloud does not show it).
@@ -124,6 +128,10 @@ type Controller struct {
 	// registration holds each pool's last reading of whether its new
 	// machines join tainted (registration.go).
 	registration map[string]registrationCheck
+	// halts holds, per pool, why its circuit breaker holds its repairs.
+	halts map[string]string
+	// alerts holds each pool's last reading of its Prometheus alerts.
+	alerts map[string]alertReading
 	// wake queues a pool when one of its drains ends.
 	wake chan event.GenericEvent
 	// orphans paces the passes that find machines nothing accounts for.
@@ -161,7 +169,7 @@ func NewController(kube client.Client, live client.Reader, clk clock.Clock, mach
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
 	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{},
-		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, given: map[string]time.Time{}, registration: map[string]registrationCheck{}, wake: make(chan event.GenericEvent, 64)}
+		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, given: map[string]time.Time{}, registration: map[string]registrationCheck{}, halts: map[string]string{}, alerts: map[string]alertReading{}, wake: make(chan event.GenericEvent, 64)}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as
@@ -299,6 +307,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	now := c.clock.Now()
 	v := observe(pool, Members(pool, nodes.Items, all.Items), c.opts.PodsOn, now)
+	v.countCluster(nodes.Items)
 	c.settleMarks(v, now)
 	problem := pools.Validate(pool, v.Size)
 	next := v.NextChange

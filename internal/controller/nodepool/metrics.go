@@ -31,6 +31,16 @@ type Metrics struct {
 	// OrphansDeleted counts machines deleted because nothing accounted for
 	// them (no Node, no record).
 	OrphansDeleted *prometheus.CounterVec
+	// Unhealthy counts the pool's nodes that look broken now;
+	// RepairHalted is 1 while repairs are held, by why (TooManyUnhealthy,
+	// PoolPaused); Repairs counts repairs by step and outcome; Reboots
+	// counts reboots in place by reason; RebootWaiting is how long the
+	// oldest node asking for a reboot has waited.
+	Unhealthy     *prometheus.GaugeVec
+	RepairHalted  *prometheus.GaugeVec
+	Repairs       *prometheus.CounterVec
+	Reboots       *prometheus.CounterVec
+	RebootWaiting *prometheus.GaugeVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -60,7 +70,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 for the phase the pool's image upgrade is in (Progressing, Paused, Aborted, Succeeded, Failed), 0 for the others."}, []string{"pool", "phase"}),
 		OrphansDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_orphaned_machines_deleted_total",
 			Help: "Machines the pool's provider made that had no Node and no record naming them, long after they should have registered, deleted."}, []string{"pool"}),
+		Unhealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_nodes_unhealthy",
+			Help: "Nodes of the pool showing a condition its spec.repair names, tolerated yet or not."}, []string{"pool"}),
+		RepairHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_repair_halted",
+			Help: "1 while the pool's repairs are held: by its circuit breaker (reason TooManyUnhealthy) or a pause with broken nodes waiting (PoolPaused)."}, []string{"pool", "reason"}),
+		Repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_repairs_total",
+			Help: "Repairs by pool and the step that mended the node (Reboot) or was started (Replace is counted in sluice_disruption_decisions_total as Unhealthy)."}, []string{"pool", "step"}),
+		Reboots: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_reboots_total",
+			Help: "Nodes the provider was asked to reboot in place, by pool and reason (Unhealthy, RebootRequired)."}, []string{"pool", "reason"}),
+		RebootWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_reboot_required_oldest_seconds",
+			Help: "How long the pool's node that has asked for a reboot the longest has waited; 0 when none asks."}, []string{"pool"}),
 	}
+	reg.MustRegister(m.Unhealthy, m.RepairHalted, m.Repairs, m.Reboots, m.RebootWaiting)
 	reg.MustRegister(m.Ready, m.Drifted, m.Allowed, m.Decisions, m.ProviderErrors, m.ReplacementSeconds, m.Consolidation, m.ConsolidationSeconds,
 		m.UpgradeNodes, m.UpgradePhase, m.OrphansDeleted)
 	return m
@@ -138,6 +159,9 @@ func (m *Metrics) forget(pool string) {
 	m.Ready.DeleteLabelValues(pool)
 	m.Drifted.DeleteLabelValues(pool)
 	m.Allowed.DeletePartialMatch(prometheus.Labels{"pool": pool})
+	m.Unhealthy.DeleteLabelValues(pool)
+	m.RepairHalted.DeletePartialMatch(prometheus.Labels{"pool": pool})
+	m.RebootWaiting.DeleteLabelValues(pool)
 	m.observeUpgrade(pool, nil)
 }
 
@@ -150,5 +174,39 @@ func nextBudgetChange(pool *v1alpha1.NodePool, now time.Time) (time.Time, bool) 
 func (m *Metrics) orphanDeleted(pool string) {
 	if m != nil {
 		m.OrphansDeleted.WithLabelValues(pool).Inc()
+	}
+}
+
+// observeHealth sets the pool's unhealthy count and whether (and why) its
+// repairs are held ("" when they are not).
+func (m *Metrics) observeHealth(pool string, unhealthy int, held string) {
+	if m == nil {
+		return
+	}
+	m.Unhealthy.WithLabelValues(pool).Set(float64(unhealthy))
+	for _, r := range []string{ReasonBreakerOpen, ReasonRepairPaused} {
+		v := 0.0
+		if r == held {
+			v = 1
+		}
+		m.RepairHalted.WithLabelValues(pool, r).Set(v)
+	}
+}
+
+func (m *Metrics) rebooted(pool string, r v1alpha1.DisruptionReason) {
+	if m != nil {
+		m.Reboots.WithLabelValues(pool, string(r)).Inc()
+	}
+}
+
+func (m *Metrics) repaired(pool string, step v1alpha1.RepairStep) {
+	if m != nil {
+		m.Repairs.WithLabelValues(pool, string(step)).Inc()
+	}
+}
+
+func (m *Metrics) rebootWaiting(pool string, d time.Duration) {
+	if m != nil {
+		m.RebootWaiting.WithLabelValues(pool).Set(d.Seconds())
 	}
 }

@@ -1,10 +1,12 @@
 package nodepool
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -14,6 +16,29 @@ import (
 type view struct {
 	*disruption.View
 	podsOn func(string) ([]*corev1.Pod, error)
+	// clusterNotReady of clusterNodes of the whole cluster are not Ready:
+	// the repair's breaker reads a control plane failure from it.
+	clusterNotReady, clusterNodes int
+	// health is the pass's reading of a repaired pool's members
+	// (observeHealth); nil for a pool without spec.repair.
+	health *health
+}
+
+// unseen says whether the controller marked the node in a pass its cache
+// does not show yet.
+func (v *view) unseen(node string) bool { return slices.Contains(v.Unseen, node) }
+
+// budgetDisrupting is budget.Disrupting, for the repair's count.
+var budgetDisrupting = budget.Disrupting
+
+// countCluster notes how many of the cluster's nodes are not Ready.
+func (v *view) countCluster(nodes []corev1.Node) {
+	v.clusterNodes = len(nodes)
+	for i := range nodes {
+		if !budget.NodeReady(&nodes[i]) {
+			v.clusterNotReady++
+		}
+	}
 }
 
 // observe computes the pool's view from its members.

@@ -41,6 +41,8 @@ func (c *Controller) disrupt(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		return 0, nil
 	}
 	wait, pending, errs := c.advanceAll(ctx, pool, v, now)
+	w, err := c.observeHealth(ctx, pool, v, now)
+	wait, errs = sooner(wait, w), appendErr(errs, err)
 	if why := pausedBy(pool); why != "" {
 		c.stopConsolidating(ctx, pool, v, "paused by "+why, false)
 		return wait, errors.Join(errs...)
@@ -58,6 +60,10 @@ func (c *Controller) disrupt(ctx context.Context, pool *v1alpha1.NodePool, v *vi
 		var w time.Duration
 		var err error
 		switch m.Mode {
+		case disruption.ModeRepair:
+			w, err = c.repair(ctx, pool, v, l, now)
+		case disruption.ModeReboot:
+			w, err = c.rebootRequired(ctx, pool, v, l, now)
 		case disruption.ModeSurge:
 			w, err = c.upgrade(ctx, pool, v, l, now)
 		case disruption.ModeReplaceFirst:
@@ -136,6 +142,7 @@ func Plan(pool *v1alpha1.NodePool, all []v1alpha1.NodePool, nodes []corev1.Node,
 	c := NewController(nil, nil, clock.RealClock{}, planMachines{}, Options{DryRun: true, PodsOn: podsOn})
 	c.planned, c.planConsolidate = &planned, consolidate
 	v := observe(pool, Members(pool, nodes, all), podsOn, now)
+	v.countCluster(nodes)
 	if _, err := c.disrupt(context.Background(), pool, v, now); err != nil {
 		return planned, err
 	}
@@ -182,6 +189,12 @@ func (planMachines) MachineOf(pool *v1alpha1.NodePool, n *corev1.Node) string {
 
 func (planMachines) NamesOf(n *corev1.Node) []string {
 	return provider.NewMachines(nil, nil).NamesOf(n)
+}
+
+func (planMachines) CanReboot(*v1alpha1.NodePool) bool { return true }
+
+func (planMachines) RebootMachine(context.Context, *v1alpha1.NodePool, string) error {
+	return errPlanOnly
 }
 
 func (planMachines) CheckRegistration(context.Context, *v1alpha1.NodePool) (string, error) {

@@ -128,6 +128,11 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		if rec != nil && c.givenBack(rec.Replacement, now) {
 			continue // the cache still shows a record this controller took away
 		}
+		if rebootStep(rec) {
+			w, err := c.advanceReboot(ctx, pool, n, rec, now)
+			wait, errs = sooner(wait, w), appendErr(errs, err)
+			continue
+		}
 		if upgradeStep(rec) {
 			if booting(rec, names) {
 				pending++
@@ -475,6 +480,9 @@ func pausedBy(pool *v1alpha1.NodePool) string {
 
 // describe says why a candidate is one.
 func describe(cand disruption.Candidate) string {
+	if cand.Why != "" {
+		return cand.Why
+	}
 	if cand.Reason == v1alpha1.ReasonExpired {
 		return "expired at " + cand.ExpiredAt.UTC().Format(time.RFC3339) + " (spec.disruption.expireAfter)"
 	}

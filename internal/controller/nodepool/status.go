@@ -52,6 +52,7 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.NodePool, v
 	before := meta.FindStatusCondition(pool.Status.Conditions, ConditionReady)
 	meta.SetStatusCondition(&status.Conditions, ready)
 	meta.SetStatusCondition(&status.Conditions, c.providerCondition(pool))
+	c.setRepairCondition(status, pool, v)
 	registration := meta.FindStatusCondition(pool.Status.Conditions, pools.ConditionRegistration)
 	if cond, ok := c.registrationCondition(ctx, pool, now); ok {
 		meta.SetStatusCondition(&status.Conditions, cond)

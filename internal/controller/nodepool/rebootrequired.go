@@ -1,0 +1,233 @@
+package nodepool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sluice-dev/sluice/internal/alerts"
+	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
+)
+
+// alertsRecheck is how long one reading of a pool's Prometheus alerts is
+// trusted, and how often a reboot they hold is looked at again.
+const alertsRecheck = 30 * time.Second
+
+// alertReading is the last answer of a pool's Prometheus server.
+type alertReading struct {
+	at    time.Time
+	names []string
+	err   error
+}
+
+// rebootRequired is the RebootRequired method's pass: the members whose OS
+// asked for a reboot (the agent's sentinel), longest waiting first, are
+// drained and rebooted in place (replaced where the provider cannot reboot),
+// within the budgets for RebootRequired and what the earlier methods left,
+// inside the pool's reboot windows, unless protected (do-not-disrupt), a
+// blocking pod runs on the node, or Prometheus has alerts that block.
+func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool, v *view, l *ledger, now time.Time) (time.Duration, error) {
+	waiting := rebootWaiting(v, now)
+	oldest := time.Duration(0)
+	if len(waiting) > 0 {
+		oldest = now.Sub(waiting[0].since)
+	}
+	c.opts.Metrics.rebootWaiting(pool.Name, oldest)
+	spec := pool.Spec.Reboot
+	if spec == nil || len(waiting) == 0 {
+		return 0, nil
+	}
+	open, next, err := rebootWindowOpen(spec, now)
+	if err != nil {
+		return 0, err
+	}
+	if !open {
+		return next, nil
+	}
+	if why := c.blockingAlerts(ctx, pool, now); why != "" {
+		for _, w := range waiting {
+			c.event(w.node, corev1.EventTypeNormal, "RebootHeld", "sluice: the node's reboot waits: "+why)
+		}
+		return alertsRecheck, nil
+	}
+	var (
+		wait time.Duration
+		errs []error
+	)
+	for _, w := range waiting {
+		n := w.node
+		ok, until, err := c.eligible(pool, v, n, now)
+		wait = sooner(wait, until)
+		errs = appendErr(errs, err)
+		if !ok {
+			continue
+		}
+		if why, err := blockingPod(spec, v, n); err != nil || why != "" {
+			errs = appendErr(errs, err)
+			if why != "" {
+				c.event(n, corev1.EventTypeNormal, "RebootHeld", "sluice: the node's reboot waits: "+why)
+				wait = sooner(wait, alertsRecheck)
+			}
+			continue
+		}
+		a, err := v.AllowedAfter(v1alpha1.ReasonRebootRequired, l.disrupting-v.Disrupting, now)
+		if err != nil {
+			return wait, err
+		}
+		if a.Nodes < 1 {
+			break
+		}
+		why := "its OS asked for a reboot at " + w.since.UTC().Format(time.RFC3339)
+		if c.machines.CanReboot(pool) {
+			err = c.startReboot(ctx, pool, n, v1alpha1.ReasonRebootRequired, why, now)
+		} else {
+			err = c.choose(ctx, pool, disruption.Candidate{Node: n, Reason: v1alpha1.ReasonRebootRequired,
+				Why: why + "; the provider cannot reboot a machine in place, so it is replaced"}, now)
+		}
+		stop, skip, err := chosenOutcome(err)
+		errs = appendErr(errs, err)
+		if stop {
+			l.halted = true
+			break
+		}
+		if skip {
+			continue
+		}
+		v.Unseen = append(v.Unseen, n.Name)
+		l.disrupting++
+		wait = sooner(wait, launchingRecheck)
+	}
+	return wait, errors.Join(errs...)
+}
+
+// waitingNode is a member whose OS asked for a reboot, and since when.
+type waitingNode struct {
+	node  *corev1.Node
+	since time.Time
+}
+
+// rebootWaiting lists the members asking for a reboot, not yet taken by any
+// method, longest waiting first.
+func rebootWaiting(v *view, now time.Time) []waitingNode {
+	var out []waitingNode
+	for _, n := range v.Nodes {
+		raw, ok := n.Annotations[contract.AnnotationRebootRequired]
+		if !ok || v.Replacements[n.Name] {
+			continue
+		}
+		if _, recorded := n.Annotations[contract.AnnotationDisruption]; recorded {
+			continue
+		}
+		since, err := time.Parse(time.RFC3339, raw)
+		if err != nil || since.After(now) {
+			since = now
+		}
+		out = append(out, waitingNode{node: n, since: since})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].since.Before(out[j].since) })
+	return out
+}
+
+// rebootWindowOpen says whether a reboot may start now (no windows: always),
+// and otherwise how long until the next window opens.
+func rebootWindowOpen(spec *v1alpha1.RebootSpec, now time.Time) (bool, time.Duration, error) {
+	if len(spec.Windows) == 0 {
+		return true, 0, nil
+	}
+	windows := RebootWindows(spec)
+	for i, b := range windows {
+		active, err := budget.Active(b, now)
+		if err != nil {
+			return false, 0, fmt.Errorf("spec.reboot.windows[%d]: %w", i, err)
+		}
+		if active {
+			return true, 0, nil
+		}
+	}
+	t, ok, err := budget.NextChange(windows, now)
+	if err != nil || !ok {
+		return false, 0, err
+	}
+	return false, t.Sub(now) + time.Second, nil
+}
+
+// RebootWindows are the pool's reboot windows as scheduled budgets, so that
+// one cron reading (internal/budget) serves both.
+func RebootWindows(spec *v1alpha1.RebootSpec) []v1alpha1.Budget {
+	out := make([]v1alpha1.Budget, len(spec.Windows))
+	for i, w := range spec.Windows {
+		schedule, duration := w.Schedule, w.Duration
+		out[i] = v1alpha1.Budget{Nodes: "0", Schedule: &schedule, Duration: &duration, TimeZone: w.TimeZone}
+	}
+	return out
+}
+
+// blockingPod names the pod on the node that holds its reboot (kured's
+// blocking pod selector), "" when none does.
+func blockingPod(spec *v1alpha1.RebootSpec, v *view, n *corev1.Node) (string, error) {
+	if len(spec.BlockingPodSelectors) == 0 {
+		return "", nil
+	}
+	pods, err := v.podsOn(n.Name)
+	if err != nil {
+		return "", err
+	}
+	for i := range spec.BlockingPodSelectors {
+		sel, err := metav1.LabelSelectorAsSelector(&spec.BlockingPodSelectors[i])
+		if err != nil {
+			return "", fmt.Errorf("spec.reboot.blockingPodSelectors[%d]: %w", i, err)
+		}
+		for _, p := range pods {
+			if p.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Labels)) {
+				return fmt.Sprintf("pod %s/%s matches blockingPodSelectors[%d] (%s)", p.Namespace, p.Name, i, sel), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// blockingAlerts says why the pool's Prometheus holds its reboots, "" when
+// it does not: alerts that block, or a server that did not answer (which
+// holds them too: not knowing is not all clear).
+func (c *Controller) blockingAlerts(ctx context.Context, pool *v1alpha1.NodePool, now time.Time) string {
+	p := pool.Spec.Reboot.Prometheus
+	if p == nil {
+		return ""
+	}
+	c.mu.Lock()
+	r, ok := c.alerts[pool.Name]
+	c.mu.Unlock()
+	if !ok || now.Sub(r.at) >= alertsRecheck {
+		r = alertReading{at: now}
+		checker := &alerts.Checker{URL: p.URL, MatchOnly: p.AlertFilterMatchOnly, FiringOnly: p.FiringOnly}
+		if p.AlertFilterRegexp != "" {
+			re, err := regexp.Compile(p.AlertFilterRegexp)
+			if err != nil {
+				return "spec.reboot.prometheus.alertFilterRegexp does not compile: " + err.Error()
+			}
+			checker.Filter = re
+		}
+		r.names, r.err = checker.Blocking(ctx)
+		c.mu.Lock()
+		c.alerts[pool.Name] = r
+		c.mu.Unlock()
+	}
+	switch {
+	case r.err != nil:
+		return "Prometheus did not answer, so its alerts cannot be known: " + r.err.Error()
+	case len(r.names) > 0:
+		return "Prometheus at " + p.URL + " has alerts that block reboots: " + strings.Join(r.names, ", ")
+	}
+	return ""
+}
