@@ -73,7 +73,7 @@ func newSandboxCommand() *cobra.Command {
 			"with kwok simulating the kubelets, so pods are scheduled, evicted and recreated by the real\n" +
 			"control plane. No containers run and nothing leaves this machine.",
 	}
-	cmd.AddCommand(newSandboxUpCommand(), newSandboxDownCommand(), newSandboxStatusCommand(), newSandboxEventCommand(), newSandboxServeCommand())
+	cmd.AddCommand(newSandboxUpCommand(), newSandboxDownCommand(), newSandboxStatusCommand(), newSandboxEventCommand(), newSandboxFaultCommand(), newSandboxServeCommand())
 	return cmd
 }
 

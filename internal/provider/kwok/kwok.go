@@ -69,6 +69,9 @@ type Options struct {
 	// before any controller runs (a sandbox, a test's or a benchmark's
 	// starting fleet); the controller's own provider never sets it.
 	Registered bool
+	// RebootDowntime is how long a node rebooted in place is NotReady;
+	// default DefaultRebootDowntime.
+	RebootDowntime time.Duration
 }
 
 // DefaultStartupTaintsLifted is Options.StartupTaintsLifted's default.
@@ -106,6 +109,9 @@ func New(client kubernetes.Interface, clk clock.WithTicker, opts Options) *Provi
 	}
 	if opts.StartupTaintsLifted <= 0 {
 		opts.StartupTaintsLifted = DefaultStartupTaintsLifted
+	}
+	if opts.RebootDowntime <= 0 {
+		opts.RebootDowntime = DefaultRebootDowntime
 	}
 	opts.Zones = slices.Clone(opts.Zones)
 	if opts.Log == nil {

@@ -269,6 +269,18 @@ func (c *Cloud) Handler() http.Handler {
 		}
 		writeJSON(w, map[string]string{"canceled": req.ID})
 	})
+	mux.HandleFunc("POST /faults", func(w http.ResponseWriter, r *http.Request) {
+		var f Fault
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&f); err != nil {
+			http.Error(w, "decoding the fault: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := c.ApplyFault(r.Context(), f); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, f)
+	})
 	mux.HandleFunc("GET /machines", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, c.Machines()) })
 	return mux
 }
