@@ -45,6 +45,7 @@ import (
 var (
 	_ provider.Provider = (*Provider)(nil)
 	_ provider.Namer    = (*Provider)(nil)
+	_ provider.Rebooter = (*Provider)(nil)
 )
 
 // EC2 is the part of the EC2 API the provider calls (*ec2.Client has it).
@@ -52,6 +53,7 @@ type EC2 interface {
 	RunInstances(context.Context, *ec2.RunInstancesInput, ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	RebootInstances(context.Context, *ec2.RebootInstancesInput, ...func(*ec2.Options)) (*ec2.RebootInstancesOutput, error)
 	DescribeSubnets(context.Context, *ec2.DescribeSubnetsInput, ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
 	DescribeLaunchTemplateVersions(context.Context, *ec2.DescribeLaunchTemplateVersionsInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error)
 }
@@ -525,6 +527,33 @@ func (p *Provider) Get(ctx context.Context, name string) (*provider.Machine, err
 		return m, nil
 	}
 	return m, err
+}
+
+// Reboot asks EC2 to reboot the machine's instance in place
+// (RebootInstances) and returns once EC2 took the request: "it only queues
+// a request to reboot", and an instance that does not shut down cleanly
+// within a few minutes is hard-rebooted (EC2 API reference). The instance,
+// its volumes and its group membership stay. A machine that is unknown,
+// terminated or shutting down, or whose instance EC2 no longer knows
+// (InvalidInstanceID.NotFound, a termination between the lookup and the
+// request), is provider.ErrNotFound: EC2 ignores a reboot of a terminated
+// instance rather than refusing it, so it is never asked for one.
+func (p *Provider) Reboot(ctx context.Context, name string) error {
+	inst, err := p.find(ctx, name)
+	if err != nil {
+		return err
+	}
+	if inst == nil || inst.State != nil && inst.State.Name == ec2types.InstanceStateNameShuttingDown {
+		return fmt.Errorf("machine %s: %w", name, provider.ErrNotFound)
+	}
+	id := aws.ToString(inst.InstanceId)
+	if _, err := p.ec2.RebootInstances(ctx, &ec2.RebootInstancesInput{InstanceIds: []string{id}}); err != nil {
+		if code, msg, ok := apiError(err); ok && code == codeInstanceNotFound {
+			return fmt.Errorf("machine %s (instance %s): %s: %w", name, id, msg, provider.ErrNotFound)
+		}
+		return refusal(fmt.Sprintf("rebooting instance %s (machine %s)", id, name), err)
+	}
+	return nil
 }
 
 // List returns the pool's machines that are not terminated.

@@ -95,6 +95,12 @@ func conformanceCloud(t *testing.T, m *mototest.Server) *providertest.Cloud {
 			return taints
 		},
 		Count: func(t *testing.T) int { return len(groupInstances(t, m, group)) },
+		// moto keeps no record of a reboot (it sets the instance's state
+		// to running, which it is), so the wrapper counts the reboots moto
+		// accepted.
+		Restarts: func(_ *testing.T, machine *provider.Machine) int {
+			return ec.rebooted(machine.ProviderID[strings.LastIndex(machine.ProviderID, "/")+1:])
+		},
 	}
 }
 
@@ -124,13 +130,14 @@ func groupInstances(t *testing.T, m *mototest.Server, group string) map[string]b
 
 // conformanceEC2 is moto's EC2 with what moto cannot be told to do: refuse
 // the next launch, carry it out and lose its answer, or find no instance by
-// its machine tag.
+// its machine tag; and what it does not keep: the reboots it accepted.
 type conformanceEC2 struct {
 	awsasg.EC2
 	mu        sync.Mutex
 	refuse    error
 	lose      bool
 	hideNames bool
+	reboots   map[string]int // by instance ID
 }
 
 func (c *conformanceEC2) next(change func(*conformanceEC2)) {
@@ -152,6 +159,27 @@ func (c *conformanceEC2) RunInstances(ctx context.Context, in *ec2.RunInstancesI
 		return nil, errors.New("read tcp 127.0.0.1:41234->127.0.0.1:5000: read: connection reset by peer")
 	}
 	return out, err
+}
+
+func (c *conformanceEC2) RebootInstances(ctx context.Context, in *ec2.RebootInstancesInput, opts ...func(*ec2.Options)) (*ec2.RebootInstancesOutput, error) {
+	out, err := c.EC2.RebootInstances(ctx, in, opts...)
+	if err == nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.reboots == nil {
+			c.reboots = map[string]int{}
+		}
+		for _, id := range in.InstanceIds {
+			c.reboots[id]++
+		}
+	}
+	return out, err
+}
+
+func (c *conformanceEC2) rebooted(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reboots[id]
 }
 
 func (c *conformanceEC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {

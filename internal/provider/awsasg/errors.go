@@ -59,6 +59,20 @@ var validationReadings = []struct {
 		CodeMinSizeReached, false, " (lower the Auto Scaling group's MinSize: sluice removes a machine from its group with the desired capacity lowered, so that the group does not replace it)"},
 }
 
+// codeInstanceNotFound is EC2's code for an instance ID it does not know
+// (API reference, error codes).
+const codeInstanceNotFound = "InvalidInstanceID.NotFound"
+
+// apiError is the code and message of an EC2 or Auto Scaling answer within
+// err; false for errors that are not the API's.
+func apiError(err error) (code, message string, ok bool) {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return "", "", false
+	}
+	return api.ErrorCode(), api.ErrorMessage(), true
+}
+
 // refusal turns an EC2 or Auto Scaling error into the provider's terms,
 // keeping the cloud's own code and message for people. Errors that are not
 // the API's (a timeout, a connection refused) stay as they are: retryable,

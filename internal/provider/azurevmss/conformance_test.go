@@ -72,7 +72,8 @@ func conformanceCloud(*testing.T) *providertest.Cloud {
 			}
 			return taints
 		},
-		Count: func(*testing.T) int { return len(w.cloud.Instances(set)) },
+		Count:    func(*testing.T) int { return len(w.cloud.Instances(set)) },
+		Restarts: func(t *testing.T, m *provider.Machine) int { return w.cloud.Restarts(set, instance(t, m)) },
 	}
 }
 
@@ -135,6 +136,7 @@ func flexibleConformanceCloud(*testing.T) *providertest.Cloud {
 			}
 			return taints
 		},
-		Count: func(*testing.T) int { return len(w.cloud.Instances(set)) },
+		Count:    func(*testing.T) int { return len(w.cloud.Instances(set)) },
+		Restarts: func(_ *testing.T, m *provider.Machine) int { return w.cloud.Restarts(set, m.Name) },
 	}
 }

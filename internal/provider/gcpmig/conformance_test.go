@@ -71,6 +71,7 @@ func conformanceCloud(t *testing.T) *providertest.Cloud {
 			}
 			return taints
 		},
-		Count: func(*testing.T) int { return len(w.cloud.Instances(group)) },
+		Count:    func(*testing.T) int { return len(w.cloud.Instances(group)) },
+		Restarts: func(_ *testing.T, m *provider.Machine) int { return w.cloud.Resets(m.Name) },
 	}
 }

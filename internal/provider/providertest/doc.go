@@ -5,7 +5,8 @@
 // lost answer neither leaks nor doubles a machine), what the rest of sluice
 // reads from a provider (its refusals' codes and whether they are
 // retryable, the unregistered taint a new machine's kubelet registers
-// with, the image a template asks for), written once so that the
+// with, the image a template asks for), and, for a provider.Rebooter, a
+// reboot that restarts the machine in place, written once so that the
 // providers cannot drift apart.
 //
 // A provider's own tests call Run with a Harness: how to make a fresh cloud

@@ -74,6 +74,10 @@ type Cloud struct {
 	// set, whoever asked for them, as the cloud (not the provider) counts
 	// them: what List cannot show, a machine nobody claims.
 	Count func(t *testing.T) int
+	// Restarts is how many restarts in place of the machine the cloud
+	// accepted, as the cloud (not the provider) counts them. Every cloud
+	// whose provider is a provider.Rebooter must give it; nil otherwise.
+	Restarts func(t *testing.T, m *provider.Machine) int
 }
 
 // Refusal is a refusal a provider's Create answers with.
@@ -93,6 +97,23 @@ var Documented = []Refusal{
 
 // Run runs the suite against the harness's clouds.
 func Run(t *testing.T, h Harness) {
+	// Whether the provider is a provider.Rebooter, as the clouds made so
+	// far show it, so that a provider that is not one makes no cloud only
+	// for the reboot subtest to be skipped.
+	var seen, rebooter bool
+	newCloud := h.New
+	h.New = func(t *testing.T) *Cloud {
+		c := newCloud(t)
+		_, rebooter = c.Provider.(provider.Rebooter)
+		seen = true
+		return c
+	}
+	reboot := func(t *testing.T, h Harness) {
+		if seen && !rebooter {
+			skipNoRebooter(t, h)
+		}
+		rebootsInPlace(t, h)
+	}
 	for _, tc := range []struct {
 		name string
 		test func(t *testing.T, h Harness)
@@ -105,6 +126,7 @@ func Run(t *testing.T, h Harness) {
 		{"the image is honoured or refused", imageIsHonoured},
 		{"a lost answer neither leaks nor doubles", lostAnswer},
 		{"the cloud token alone keeps a create single", tokenOnly},
+		{"a reboot restarts the machine in place", reboot},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h) })
 	}
@@ -296,6 +318,62 @@ func tokenOnly(t *testing.T, h Harness) {
 	if n := c.Count(t); n != held+1 {
 		t.Errorf("the cloud holds %d machines when only the cloud token could tell; want %d, one more than before", n, held+1)
 	}
+}
+
+// rebootsInPlace runs where the provider is a provider.Rebooter: a reboot
+// of a machine is one restart the cloud accepted, of the same machine (no
+// machine made or removed); a machine never made, or deleted, is not
+// found, and its reboot brings nothing back.
+func rebootsInPlace(t *testing.T, h Harness) {
+	ctx, c := start(t, h)
+	r, ok := c.Provider.(provider.Rebooter)
+	if !ok {
+		skipNoRebooter(t, h)
+	}
+	if c.Restarts == nil {
+		t.Fatalf("%s is a provider.Rebooter, but the harness's Cloud.Restarts does not say how the cloud counts restarts", h.Registration.Name)
+	}
+	name := provider.NewName(c.Pool.Name)
+	create(ctx, t, c, c.Pool, name)
+	settle(t, c)
+	before, held := get(ctx, t, c, name), c.Count(t)
+	if n := c.Restarts(t, before); n != 0 {
+		t.Fatalf("the cloud counts %d restarts of machine %s before any reboot", n, name)
+	}
+	if err := r.Reboot(ctx, name); err != nil {
+		t.Fatalf("Reboot(%s): %v", name, err)
+	}
+	if n := c.Restarts(t, before); n != 1 {
+		t.Errorf("the cloud accepted %d restarts of machine %s (%s) after one Reboot; want 1", n, name, before.ProviderID)
+	}
+	settle(t, c)
+	if after := get(ctx, t, c, name); after.ProviderID != before.ProviderID {
+		t.Errorf("machine %s is %s after its reboot; want the same machine, %s", name, after.ProviderID, before.ProviderID)
+	}
+	if n := c.Count(t); n != held {
+		t.Errorf("the cloud holds %d machines after a reboot; want %d, as before", n, held)
+	}
+
+	never := provider.NewName(c.Pool.Name)
+	if err := r.Reboot(ctx, never); !provider.IsNotFound(err) {
+		t.Errorf("Reboot(%s) of a machine never made = %v; want an error for which provider.IsNotFound is true", never, err)
+	}
+	if err := c.Provider.Delete(ctx, name); err != nil {
+		t.Fatalf("Delete(%s): %v", name, err)
+	}
+	settle(t, c)
+	if err := r.Reboot(ctx, name); !provider.IsNotFound(err) {
+		t.Errorf("Reboot(%s) of a deleted machine = %v; want an error for which provider.IsNotFound is true", name, err)
+	}
+	settle(t, c)
+	if n := c.Count(t); n != held-1 {
+		t.Errorf("the cloud holds %d machines after a deleted machine's reboot; want %d (the reboot brings nothing back)", n, held-1)
+	}
+}
+
+func skipNoRebooter(t *testing.T, h Harness) {
+	t.Helper()
+	t.Skipf("%s is no provider.Rebooter: a node it cannot reboot is replaced", h.Registration.Name)
 }
 
 // start makes the subtest's cloud, and a context that ends with it.

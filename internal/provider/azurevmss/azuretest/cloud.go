@@ -42,7 +42,9 @@ import (
 // provider has to clean up after), and a missing instance is a 404. Every
 // operation is a long-running one that answers 202 first (a new VM's PUT:
 // 201). Requests can be
-// throttled with a 429 and a Retry-After, in front of the fakes.
+// throttled with a 429 and a Retry-After, in front of the fakes. A restart
+// of an instance or VM is answered by the cloud itself, with Azure's
+// headers and error bodies, and counted (restart.go).
 //
 // Each set has a model (Model): the image and user data its new instances
 // are made from. A PATCH of the model changes it for instances made after
@@ -115,6 +117,10 @@ type Cloud struct {
 	retryAfter int
 	// refusals answer the next PATCHes that change a set's capacity.
 	refusals []Refusal
+	// restarts are the restart operations Azure accepted, by operation ID
+	// (restart.go); opSeq numbers them.
+	restarts map[string]*restart
+	opSeq    int
 
 	log []Request
 }
@@ -147,6 +153,8 @@ type vm struct {
 	// put is a Flexible set's VM as its PUT made it (a VM the set's own
 	// scaling made: as its model says).
 	put *armcompute.VirtualMachine
+	// restarts are the restarts Azure accepted (restart.go).
+	restarts int
 }
 
 // model is one version of a set's model; a change makes a new one, so an
@@ -703,7 +711,10 @@ func (t *transport) Do(req *http.Request) (*http.Response, error) {
 	}
 	next := t.next
 	t.c.mu.Unlock()
-	resp, err := next.Do(req)
+	resp, served := t.c.serveRestart(req)
+	if !served {
+		resp, err = next.Do(req)
+	}
 	if err != nil {
 		t.c.mu.Lock()
 		defer t.c.mu.Unlock()

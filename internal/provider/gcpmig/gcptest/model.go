@@ -40,6 +40,12 @@
 //     regions/<region>)/instanceGroupManagers/<group> (compute docs,
 //     getting-info-about-migs, "Checking if a VM instance is part of a
 //     MIG"). AddVM makes an instance no group made, without created-by.
+//   - instances reset, of an instance that exists (404 notFound otherwise,
+//     as get): a zonal Operation of operationType reset whose targetLink is
+//     the instance, RUNNING when answered, DONE when read again. The
+//     instance stays RUNNING ("Throughout this process, the VM remains in
+//     the RUNNING state", compute docs, reset-instance) and counts the reset
+//     (Resets).
 //   - Errors are Google's JSON error body
 //     ({"error":{"code","message","errors":[{"domain","reason","message"}],"status"}}),
 //     rate limits a 429 with reason rateLimitExceeded.
@@ -171,6 +177,7 @@ type instance struct {
 	action, status       string
 	errors               []attemptError
 	created              time.Time
+	resets               int // instances.reset accepted
 }
 
 type attemptError struct{ code, message string }
@@ -333,6 +340,27 @@ func (s *Server) Templates() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Sorted(maps.Keys(s.templates))
+}
+
+// Resets is how many resets of the instance (of the name, in any zone)
+// Compute Engine accepted.
+func (s *Server) Resets(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, g := range s.groups {
+		for _, i := range g.instances {
+			if i.name == name {
+				n += i.resets
+			}
+		}
+	}
+	for _, i := range s.vms {
+		if i.name == name {
+			n += i.resets
+		}
+	}
+	return n
 }
 
 // Requests are the requests the server was sent, in order.

@@ -53,6 +53,7 @@ var routes = []route{
 	{"GET", regexp.MustCompile(`^global/instanceTemplates/` + seg + `$`), (*Server).getTemplate},
 	{"POST", regexp.MustCompile(`^global/instanceTemplates$`), (*Server).insertTemplate},
 	{"GET", regexp.MustCompile(`^zones/` + seg + `/instances/` + seg + `$`), (*Server).getInstance},
+	{"POST", regexp.MustCompile(`^zones/` + seg + `/instances/` + seg + `/reset$`), (*Server).resetInstance},
 	{"GET", regexp.MustCompile(`^(?:zones/[a-z0-9-]+/|regions/[a-z0-9-]+/|global/)operations/([a-z0-9-]+)$`), (*Server).getOperation},
 	{"POST", regexp.MustCompile(`^(?:zones/[a-z0-9-]+/|regions/[a-z0-9-]+/|global/)operations/([a-z0-9-]+)/wait$`), (*Server).getOperation},
 }
@@ -427,4 +428,24 @@ func notFound(resource string) (int, any) {
 
 func badRequest(message string) (int, any) {
 	return googleError(http.StatusBadRequest, "INVALID_ARGUMENT", "global", "invalid", message)
+}
+
+// resetInstance answers instances.reset
+// (https://cloud.google.com/compute/docs/reference/rest/v1/instances/reset):
+// "a hard reset", answered with a zonal Operation on the instance. An
+// instance that does not exist (or is only a managed instance being
+// created) is 404 notFound, as instances.get answers it.
+func (s *Server) resetInstance(_ *http.Request, m []string) (int, any) {
+	_, i := s.at(m[1], m[2])
+	if i == nil || i.status == "" {
+		return notFound("projects/" + Project + "/zones/" + m[1] + "/instances/" + m[2])
+	}
+	i.resets++
+	op := s.operation(nil, "reset", nil)
+	n := op["name"].(string)
+	zone := api + "projects/" + Project + "/zones/" + i.zone
+	for _, o := range []map[string]any{op, s.ops[n]} {
+		o["zone"], o["targetLink"], o["targetId"], o["selfLink"] = zone, i.url(), strconv.FormatInt(i.id, 10), zone+"/operations/"+n
+	}
+	return http.StatusOK, op
 }
