@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/providertest"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // The kwok provider passes the suite every provider must: its cloud is the
@@ -66,6 +67,15 @@ func conformanceCloud(t *testing.T) *providertest.Cloud {
 				t.Fatalf("machine %s has no Node %s", m.Name, m.NodeName)
 			}
 			return n.Spec.Taints
+		},
+		// A kwok Node is made with no boot ID; each reboot gives it a new
+		// one and notes the time: a rebooted Node has both.
+		Restarts: func(t *testing.T, m *provider.Machine) int {
+			n, ok := getNode(t, client, m.NodeName)
+			if !ok || n.Annotations[contract.SandboxRebootedAt] == "" || n.Status.NodeInfo.BootID == "" {
+				return 0
+			}
+			return 1
 		},
 		Count: func(t *testing.T) int {
 			p.mu.Lock()
