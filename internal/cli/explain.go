@@ -249,6 +249,19 @@ func writeExplanation(out io.Writer, e disruption.Explanation, c *nodeConsolidat
 			row("Expiry", "at %s", timeAndDistance(x.At, now))
 		}
 	}
+	if h := e.Health; h != nil {
+		switch {
+		case !h.Unhealthy:
+			row("Health", "healthy (spec.repair)")
+		case h.Halted != "":
+			row("Health", "%s since %s; repairs halted: %s", h.Condition, timeAndDistance(*h.Since, now), h.Halted)
+		default:
+			row("Health", "%s since %s; repair due at %s, next step %s", h.Condition, timeAndDistance(*h.Since, now), timeAndDistance(*h.Due, now), h.NextStep)
+		}
+	}
+	if r := e.Reboot; r != nil {
+		row("Reboot", "required by its OS since %s", timeAndDistance(r.Since, now))
+	}
 	if p := e.Protection; p != nil {
 		row("Protection", "%s", p.Message)
 	} else if e.Pool != nil {

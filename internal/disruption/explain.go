@@ -85,7 +85,12 @@ type Explanation struct {
 	Protection      *Protection `json:"protection,omitempty"`
 	// Budget is the budget for the candidate's reason; nil when the node is
 	// no candidate.
-	Budget  *BudgetFacts `json:"budget,omitempty"`
+	Budget *BudgetFacts `json:"budget,omitempty"`
+	// Health is what the pool's repair makes of the node; nil for a pool
+	// without spec.repair.
+	Health *HealthFacts `json:"health,omitempty"`
+	// Reboot is set when the node's OS asked for a reboot.
+	Reboot  *RebootFacts `json:"reboot,omitempty"`
 	Verdict Verdict      `json:"verdict"`
 	// Notes are what else a person should know: who will uncordon the node,
 	// that maintenance drains it whatever the verdict.
@@ -216,8 +221,13 @@ func Explain(in ExplainInput) Explanation {
 	}
 	e.Candidate, e.OlderCandidates = ahead(v.Candidates, node.Name)
 	e.Protection = Protected(pool, node, in.Pods, now)
-	if e.Candidate != "" {
+	e.explainHealth(pool, node, members, now)
+	switch {
+	case e.Candidate != "":
 		b := v.Budget(e.Candidate, now)
+		e.Budget = &b
+	case e.Reboot != nil && pool.Spec.Reboot != nil:
+		b := v.Budget(v1alpha1.ReasonRebootRequired, now)
 		e.Budget = &b
 	}
 	e.Verdict = e.decide(pool, members, now)
@@ -318,8 +328,15 @@ func (e *Explanation) decide(pool *v1alpha1.NodePool, members []*corev1.Node, no
 			msg += fmt.Sprintf("; the node's replacement (%s, %s) waits too", rec.Reason, rec.Phase)
 		}
 		return Verdict{VerdictPoolInvalid, msg}
+	case rec != nil && (rec.Phase == PhaseDraining && rec.Reason != v1alpha1.ReasonUpgrade || rec.Phase == PhaseRebooting):
+		return Verdict{VerdictBeingRepaired, e.rebooting(pool, now)}
 	case rec != nil:
 		return Verdict{VerdictBeingReplaced, e.replacing(members, now)}
+	}
+	if v, ok := e.healthVerdict(pool, now); ok {
+		return v
+	}
+	switch {
 	case e.Candidate == "":
 		return Verdict{VerdictNotCandidate, e.notCandidate(pool, now)}
 	case !e.Pool.Managed:

@@ -192,17 +192,19 @@ func (h *Halt) String() string {
 		return fmt.Sprintf("%d of the pool's %d nodes in zone %s are unhealthy, more than maxUnhealthyPerZone allows (%d): a zone-wide failure that replacing nodes would not mend",
 			h.Unhealthy, h.Of, h.Zone, h.Limit)
 	case "cluster":
-		return fmt.Sprintf("%d of the cluster's %d nodes are not Ready, more than half: the control plane or the network is failing, not the machines", h.Unhealthy, h.Of)
+		return fmt.Sprintf("%d of the cluster's %d nodes outside the pool are not Ready too, more than half: the control plane or the network is failing, not the machines", h.Unhealthy, h.Of)
 	}
 	return fmt.Sprintf("%d of the pool's %d nodes are unhealthy, more than maxUnhealthy allows (%d)", h.Unhealthy, h.Of, h.Limit)
 }
 
 // Breaker says whether the pool's repairs are halted: more of its nodes
-// unhealthy than maxUnhealthy, or than maxUnhealthyPerZone in one zone, or
-// more than half of the cluster's nodes not Ready (notReady of total); nil
-// when repairs may go on. healths are the pool's members' (HealthOf).
+// unhealthy than maxUnhealthy, or than maxUnhealthyPerZone in one zone, or,
+// beyond the pool, more than half (and at least clusterMinNotReady) of the
+// cluster's other nodes not Ready (notReady of total): a failure that wide
+// is the control plane's or the network's. nil when repairs may go on.
+// healths are the pool's members' (HealthOf).
 func Breaker(spec *v1alpha1.RepairSpec, healths []Health, notReady, total int) (*Halt, error) {
-	if total > 0 && notReady*2 > total {
+	if notReady >= clusterMinNotReady && notReady*2 > total {
 		return &Halt{Scope: "cluster", Unhealthy: notReady, Of: total}, nil
 	}
 	poolMax, zoneMax := spec.Limits()
@@ -240,6 +242,11 @@ func Breaker(spec *v1alpha1.RepairSpec, healths []Health, notReady, total int) (
 	}
 	return nil, nil
 }
+
+// clusterMinNotReady is the fewest not-Ready nodes outside a pool that can
+// say the cluster, not the pool, is failing: one or two of a handful are
+// just broken machines.
+const clusterMinNotReady = 3
 
 // NextStep is the rung of the pool's repair ladder a due node takes now:
 // Reboot when the ladder has it, the provider can, and no reboot was tried

@@ -136,6 +136,7 @@ func TestTheBreaker(t *testing.T) {
 		{name: "a third of the pool", spec: v1alpha1.RepairSpec{MaxUnhealthyPerZone: "100%"}, zones: map[string][2]int{"a": {4, 2}, "b": {4, 1}, "c": {4, 1}}, scope: "pool"},
 		{name: "a number", spec: v1alpha1.RepairSpec{MaxUnhealthy: "1", MaxUnhealthyPerZone: "100%"}, zones: map[string][2]int{"a": {20, 1}, "b": {20, 1}}, scope: "pool"},
 		{name: "the control plane", zones: map[string][2]int{"a": {10, 0}}, notReady: 60, total: 100, scope: "cluster"},
+		{name: "two broken nodes of three elsewhere", zones: map[string][2]int{"a": {10, 0}}, notReady: 2, total: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			halt, err := Breaker(&tc.spec, healths(tc.zones), tc.notReady, tc.total)

@@ -200,6 +200,8 @@ func TestTheLadderRebootsThenReplaces(t *testing.T) {
 	s := newScene(t, 3, func(p *v1alpha1.NodePool) {
 		repairOn(readyFalse(5 * time.Second))(p)
 		p.Spec.Repair.RebootTimeout = &metav1.Duration{Duration: time.Minute}
+		// Two broken nodes of three: past the default breaker (20 %).
+		p.Spec.Repair.MaxUnhealthy, p.Spec.Repair.MaxUnhealthyPerZone = "2", "100%"
 	})
 	nodes := s.waitNodes(t, 3, time.Minute)
 	s.workload(t, 3, "1")

@@ -16,8 +16,9 @@ import (
 type view struct {
 	*disruption.View
 	podsOn func(string) ([]*corev1.Pod, error)
-	// clusterNotReady of clusterNodes of the whole cluster are not Ready:
-	// the repair's breaker reads a control plane failure from it.
+	// clusterNotReady of clusterNodes of the cluster's nodes outside the
+	// pool are not Ready: the repair's breaker reads a control plane
+	// failure from it.
 	clusterNotReady, clusterNodes int
 	// health is the pass's reading of a repaired pool's members
 	// (observeHealth); nil for a pool without spec.repair.
@@ -31,10 +32,18 @@ func (v *view) unseen(node string) bool { return slices.Contains(v.Unseen, node)
 // budgetDisrupting is budget.Disrupting, for the repair's count.
 var budgetDisrupting = budget.Disrupting
 
-// countCluster notes how many of the cluster's nodes are not Ready.
+// countCluster notes how many of the cluster's nodes outside the pool are
+// not Ready.
 func (v *view) countCluster(nodes []corev1.Node) {
-	v.clusterNodes = len(nodes)
+	members := make(map[string]bool, len(v.Nodes))
+	for _, n := range v.Nodes {
+		members[n.Name] = true
+	}
 	for i := range nodes {
+		if members[nodes[i].Name] {
+			continue
+		}
+		v.clusterNodes++
 		if !budget.NodeReady(&nodes[i]) {
 			v.clusterNotReady++
 		}

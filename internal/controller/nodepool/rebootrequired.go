@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/sluice-dev/sluice/internal/alerts"
-	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
@@ -57,7 +56,7 @@ func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool
 	}
 	if why := c.blockingAlerts(ctx, pool, now); why != "" {
 		for _, w := range waiting {
-			c.event(w.node, corev1.EventTypeNormal, "RebootHeld", "sluice: the node's reboot waits: "+why)
+			c.holdReboot(w.node, why)
 		}
 		return alertsRecheck, nil
 	}
@@ -76,7 +75,7 @@ func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool
 		if why, err := blockingPod(spec, v, n); err != nil || why != "" {
 			errs = appendErr(errs, err)
 			if why != "" {
-				c.event(n, corev1.EventTypeNormal, "RebootHeld", "sluice: the node's reboot waits: "+why)
+				c.holdReboot(n, why)
 				wait = sooner(wait, alertsRecheck)
 			}
 			continue
@@ -107,6 +106,9 @@ func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool
 		v.Unseen = append(v.Unseen, n.Name)
 		l.disrupting++
 		wait = sooner(wait, launchingRecheck)
+		c.mu.Lock()
+		delete(c.rebootHeld, n.Name)
+		c.mu.Unlock()
 	}
 	return wait, errors.Join(errs...)
 }
@@ -139,38 +141,14 @@ func rebootWaiting(v *view, now time.Time) []waitingNode {
 	return out
 }
 
-// rebootWindowOpen says whether a reboot may start now (no windows: always),
-// and otherwise how long until the next window opens.
+// rebootWindowOpen says whether a reboot may start now, and otherwise how
+// long until the next window opens (zero when none will).
 func rebootWindowOpen(spec *v1alpha1.RebootSpec, now time.Time) (bool, time.Duration, error) {
-	if len(spec.Windows) == 0 {
-		return true, 0, nil
+	open, at, err := disruption.RebootWindowOpen(spec, now)
+	if err != nil || open || at.IsZero() {
+		return open, 0, err
 	}
-	windows := RebootWindows(spec)
-	for i, b := range windows {
-		active, err := budget.Active(b, now)
-		if err != nil {
-			return false, 0, fmt.Errorf("spec.reboot.windows[%d]: %w", i, err)
-		}
-		if active {
-			return true, 0, nil
-		}
-	}
-	t, ok, err := budget.NextChange(windows, now)
-	if err != nil || !ok {
-		return false, 0, err
-	}
-	return false, t.Sub(now) + time.Second, nil
-}
-
-// RebootWindows are the pool's reboot windows as scheduled budgets, so that
-// one cron reading (internal/budget) serves both.
-func RebootWindows(spec *v1alpha1.RebootSpec) []v1alpha1.Budget {
-	out := make([]v1alpha1.Budget, len(spec.Windows))
-	for i, w := range spec.Windows {
-		schedule, duration := w.Schedule, w.Duration
-		out[i] = v1alpha1.Budget{Nodes: "0", Schedule: &schedule, Duration: &duration, TimeZone: w.TimeZone}
-	}
-	return out
+	return false, at.Sub(now) + time.Second, nil
 }
 
 // blockingPod names the pod on the node that holds its reboot (kured's
@@ -230,4 +208,16 @@ func (c *Controller) blockingAlerts(ctx context.Context, pool *v1alpha1.NodePool
 		return "Prometheus at " + p.URL + " has alerts that block reboots: " + strings.Join(r.names, ", ")
 	}
 	return ""
+}
+
+// holdReboot says on the node why its reboot waits, once for each reason
+// (a pass every few seconds would repeat it).
+func (c *Controller) holdReboot(n *corev1.Node, why string) {
+	c.mu.Lock()
+	said := c.rebootHeld[n.Name] == why
+	c.rebootHeld[n.Name] = why
+	c.mu.Unlock()
+	if !said {
+		c.event(n, corev1.EventTypeNormal, "RebootHeld", "sluice: the node's reboot waits: "+why)
+	}
 }
