@@ -110,4 +110,31 @@ run kubectl get nodes -l kubernetes.azure.com/agentpool=batch -L sluice.dev/upgr
 run kubectl get pods -n shop -l app=batch -o wide
 
 echo
+echo "# Node health. The batch pool opts in to repair (a node NotReady for 20 s is broken; the breaker"
+echo "# allows one broken node at a time) and to reboots its OS asks for. sluice repairs a broken node"
+echo "# first by rebooting it in place through the provider (drained first while its kubelet answers),"
+echo "# and replaces it only if the reboot does not mend it."
+step "kubectl patch nodepool batch --type merge -p '{\"spec\":{\"repair\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"toleration\":\"20s\"}],\"maxUnhealthy\":\"1\",\"maxUnhealthyPerZone\":\"100%\"},\"reboot\":{}}}'"
+kubectl patch nodepool batch --type merge -p '{"spec":{"repair":{"conditions":[{"type":"Ready","status":"False","toleration":"20s"}],"maxUnhealthy":"1","maxUnhealthyPerZone":"100%"},"reboot":{}}}' || true
+broken="$(kubectl get nodes -l kubernetes.azure.com/agentpool=batch -o jsonpath='{.items[0].metadata.name}')"
+patched="$(kubectl get nodes -l kubernetes.azure.com/agentpool=batch -o jsonpath='{.items[1].metadata.name}')"
+run $sluice sandbox fault --node "$broken" --not-ready 5m
+sleep 8
+run $sluice explain node "$broken"
+step "# waiting for the Repaired event on $broken"
+wait_for_event "$broken" Repaired 120
+run $sluice explain node "$broken"
+
+echo
+echo "# Unattended upgrades left /var/run/reboot-required on $patched; its agent reports it on the Node"
+echo "# (here written by hand: the sandbox's nodes have no OS). sluice forecasts the pending reboots, then"
+echo "# drains the node, reboots it through the provider, waits for it on a new boot, and uncordons it."
+step "kubectl annotate node $patched maintenance.sluice.dev/reboot-required=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+kubectl annotate node "$patched" "maintenance.sluice.dev/reboot-required=$(date -u +%Y-%m-%dT%H:%M:%SZ)" --overwrite >/dev/null || true
+run $sluice plan reboots batch
+step "# waiting for the Rebooted event on $patched"
+wait_for_event "$patched" Rebooted 120
+step "# the node's Events"; events "$patched" || true
+
+echo
 echo "The sandbox keeps running (KUBECONFIG=$KUBECONFIG); 'make demo-down' removes it."

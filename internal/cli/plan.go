@@ -28,11 +28,11 @@ func newPlanCommand() *cobra.Command {
 	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
 	var output, image string
 	cmd := &cobra.Command{
-		Use:   "plan [disruption] [POOL...] | plan consolidation [POOL...] | plan upgrade POOL --image IMAGE",
+		Use:   "plan [disruption] [POOL...] | plan consolidation [POOL...] | plan upgrade POOL --image IMAGE | plan reboots [POOL...]",
 		Short: "Print what sluice would disrupt now, in order, and why the other nodes stay",
 		Long: `Plan disruption (plain "sluice plan" too) runs the controller's own pass over each NodePool, as
 if it ran the pool's provider, under --dry-run, and prints the commands it would carry out now, in
-the order of its methods (Upgrade, Drifted, Expired, Empty, Underutilized), each within what the
+the order of its methods (Unhealthy, Upgrade, Drifted, Expired, RebootRequired, Empty, Underutilized), each within what the
 budgets leave after the ones before: the node, and what would be done to it and why.
 
 Plan consolidation runs the controller's own consolidation pass against the cluster as it is now and prints,
@@ -48,12 +48,19 @@ the provider's boot time, the pods' grace periods and readiness delays, the PodD
 waves and the soak), and every node predicted to block (a budget that can never allow, do-not-disrupt,
 no room for its pods even with the surge nodes), with the fix.
 
+Plan reboots forecasts the reboots the pools' nodes asked for (the agent's reboot-required
+sentinel, docs/health.md): rounds as wide as the budget for RebootRequired allows, each started
+inside a reboot window, each its slowest drain plus the reboot; the time beside one node at a
+time (kured's pace); and each node that will wait, and why (do-not-disrupt, a blocking pod, no
+budget, no window, no spec.reboot).
+
 Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 		Example: `  sluice plan
   sluice plan disruption batch -o json
   sluice plan consolidation
   sluice plan consolidation batch -o json
-  sluice plan upgrade batch --image AKSUbuntu-2204gen2containerd-202612.01.0`,
+  sluice plan upgrade batch --image AKSUbuntu-2204gen2containerd-202612.01.0
+  sluice plan reboots`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := parseOutput(output)
 			if err != nil {
@@ -63,9 +70,9 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 				args = []string{"disruption"}
 			}
 			switch args[0] {
-			case "disruption", "consolidation", "upgrade":
+			case "disruption", "consolidation", "upgrade", "reboots":
 			default:
-				return fmt.Errorf("sluice plans disruption, consolidation or upgrades, not %q: `sluice plan [disruption] [POOL...]`, `sluice plan consolidation [POOL...]` or `sluice plan upgrade POOL --image IMAGE`", args[0])
+				return fmt.Errorf("sluice plans disruption, consolidation, upgrades or reboots, not %q: `sluice plan [disruption] [POOL...]`, `sluice plan consolidation [POOL...]`, `sluice plan upgrade POOL --image IMAGE` or `sluice plan reboots [POOL...]`", args[0])
 			}
 			if args[0] == "upgrade" && len(args) != 2 {
 				return errors.New("name one pool: `sluice plan upgrade POOL --image IMAGE`")
@@ -76,6 +83,9 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 			}
 			if args[0] == "disruption" {
 				return runPlanDisruption(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args[1:], format, clock.RealClock{}.Now())
+			}
+			if args[0] == "reboots" {
+				return runPlanReboots(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args[1:], format, clock.RealClock{}.Now())
 			}
 			if args[0] == "upgrade" {
 				return runPlanUpgrade(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args[1], image, format, clock.RealClock{}.Now())

@@ -79,7 +79,7 @@ func TestPlanDisruption(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{
-		"The methods, in order: Upgrade, Drifted, Expired, Empty, Underutilized",
+		"The methods, in order: Unhealthy, Upgrade, Drifted, Expired, RebootRequired, Empty, Underutilized",
 		"1.  Drifted  web-drifted      replace the node, replacement first: drifted from the pool's template: image: want img-2, node has img-1",
 		"3.  Expired  web-expired      replace the node, replacement first: expired at",
 	} {

@@ -46,8 +46,8 @@ func TestStatusSpendsWhatTheControllerSpends(t *testing.T) {
 					i, at.Format(time.RFC1123), b.Reason, b.Allowed, b.Limit, b.Disrupting, want[b.Reason], budgetsOf(pool), nodeStates(members))
 			}
 		}
-		if len(got.Budgets) != len(v1alpha1.DisruptionReasons) {
-			t.Fatalf("state %d: status gives %d reasons, want %d", i, len(got.Budgets), len(v1alpha1.DisruptionReasons))
+		if len(got.Budgets) != len(disruption.BudgetedReasons()) {
+			t.Fatalf("state %d: status gives %d reasons, want %d", i, len(got.Budgets), len(disruption.BudgetedReasons()))
 		}
 	}
 	// The generator must reach the states that once disagreed.

@@ -213,7 +213,7 @@ func summarizePool(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Tim
 	}
 	s.Problem = nodepool.Validate(pool, v.Size)
 	s.Ready = s.Problem == nil
-	for _, r := range v1alpha1.DisruptionReasons {
+	for _, r := range disruption.BudgetedReasons() {
 		b := v.Budget(r, now)
 		s.Budgets = append(s.Budgets, b)
 		if b.NextChange != nil && s.NextBudgetChange == nil {

@@ -151,8 +151,9 @@ func TestStatusText(t *testing.T) {
 		"spot  kwok (NotReady: QuotaExceeded)  2      0           1        0        0             no      True",
 		"provider kwok: ProviderReady False (QuotaExceeded): the account's quota is used up",
 		`budgets now (next change at 2026-06-01T17:00:00Z, in 4h: the window of nodes 0 for [Drifted] during "0 9 * * mon-fri" for 8h0m0s closes):`,
-		`Drifted        0 of 0   nodes 0 for [Drifted] during "0 9 * * mon-fri" for 8h0m0s  1 allowed`,
-		"Expired        1 of 1   nodes 50%                                                  1 allowed",
+		`Drifted         0 of 0   nodes 0 for [Drifted] during "0 9 * * mon-fri" for 8h0m0s  1 allowed`,
+		"Expired         1 of 1   nodes 50%                                                  1 allowed",
+		"RebootRequired  1 of 1   nodes 50%                                                  1 allowed",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status does not show %q:\n%s", want, text)

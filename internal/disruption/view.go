@@ -116,10 +116,25 @@ func (v *View) AllowedAfter(r v1alpha1.DisruptionReason, chosen int, now time.Ti
 	return budget.Allowed(v.Pool.DisruptionSpec().BudgetsOrDefault(), v.Size, v.Disrupting+chosen, r, now)
 }
 
-// AllowedByReason is Allowed for every reason, as the pool's status gives it.
+// BudgetedReasons are the reasons the budgets hold, in the order sluice
+// reports them: every reason but Unhealthy, which counts against the
+// budgets but is held only by the repair's circuit breaker (a count of
+// what a budget allows it would mislead).
+func BudgetedReasons() []v1alpha1.DisruptionReason {
+	out := make([]v1alpha1.DisruptionReason, 0, len(v1alpha1.DisruptionReasons))
+	for _, r := range v1alpha1.DisruptionReasons {
+		if r != v1alpha1.ReasonUnhealthy {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// AllowedByReason is Allowed for every budgeted reason, as the pool's
+// status gives it.
 func (v *View) AllowedByReason(now time.Time) []v1alpha1.AllowedDisruptions {
 	out := make([]v1alpha1.AllowedDisruptions, 0, len(v1alpha1.DisruptionReasons))
-	for _, r := range v1alpha1.DisruptionReasons {
+	for _, r := range BudgetedReasons() {
 		a, err := v.Allowed(r, now)
 		if err != nil {
 			continue

@@ -307,6 +307,15 @@ func blockerOutcome(bs []Blocker, node string) string {
 	return ""
 }
 
+// DrainTime is drainTime, for the other forecasts (reboots) that drain
+// nodes in batches.
+func DrainTime(nodes []*corev1.Node, pods map[string][]*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) (time.Duration, string) {
+	return drainTime(nodes, pods, pdbs)
+}
+
+// PodsByNode groups the bound pods by their node.
+func PodsByNode(pods []corev1.Pod) map[string][]*corev1.Pod { return podsByNode(pods) }
+
 // drainTime is how long the batch's nodes take to drain together: each
 // budget lets its pods on them go in waves of what it allows, each wave
 // waiting for the last one's replacements to be Ready; the last wave then

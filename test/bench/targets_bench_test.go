@@ -49,6 +49,9 @@ const (
 	sideBeyondFewest
 	sideFewest
 	sideBroken
+	rebootRatio
+	rebootOut
+	rebootVersusKured
 	figures // how many there are; not a figure
 )
 
@@ -184,6 +187,14 @@ var benchTargets = [figures]benchTarget{
 		dir: atMost, threshold: 0, unit: "evictions"},
 	sideBroken: {bench: "BenchmarkConsolidationVersusKarpenter", name: "side by side: PDB floors broken by sluice",
 		dir: atMost, threshold: 0, unit: "budgets"},
+	// BenchmarkReboots (issue 37: "wall vs its lower bound, and beside
+	// kured's one-at-a-time pace"); docs/health.md reports the last run.
+	rebootRatio: {bench: "BenchmarkReboots", name: "reboots: wall time over its lower bound",
+		dir: atMost, threshold: 1.5, unit: "×", tolerance: 0.15, best: "1×, ceil(100/20) rounds, each a 5s exit and a 3s reboot"},
+	rebootOut: {bench: "BenchmarkReboots", name: "reboots: nodes rebooting at once, most in any run",
+		dir: atMost, threshold: 20, unit: "nodes"},
+	rebootVersusKured: {bench: "BenchmarkReboots", name: "reboots: kured's one-at-a-time pace over sluice's wall time",
+		dir: atLeast, threshold: 10, unit: "×", tolerance: 0.15, best: "20×, the budget's width, at the lower bound"},
 }
 
 // limit is the threshold moved by the tolerance, the last value that passes.
