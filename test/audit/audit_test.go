@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -43,6 +44,29 @@ func TestAuditorCatchesEachBreach(t *testing.T) {
 	env.WaitForPods(t, "app=loose", 3)
 	env.WaitForPDB(t, "tight", 3)
 	env.WaitForPDB(t, "loose", 3)
+
+	// Two pools for the health invariants, budgets wide open so that no
+	// breach here is also the budget's: "mend" repairs with a breaker of
+	// one node and reboots only in a window that is closed now; "patch"
+	// reboots any time, but never under a pod labelled app=blocker.
+	mendName, patchName := poolName+"m", poolName+"p"
+	mendLabels, patchLabels := map[string]string{"audit.sluice.dev/pool": mendName}, map[string]string{"audit.sluice.dev/pool": patchName}
+	mend := env.CreateNodes(t, fixture.AKSPool(mendName, 4, fixture.WithLabels(mendLabels)))
+	patch := env.CreateNodes(t, fixture.AKSPool(patchName, 3, fixture.WithLabels(patchLabels)))
+	createPool(t, env, mendName, mendLabels, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption = &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "100%"}}}
+		p.Spec.Repair = &v1alpha1.RepairSpec{MaxUnhealthy: "1", MaxUnhealthyPerZone: "100%"}
+		p.Spec.Reboot = &v1alpha1.RebootSpec{Windows: []v1alpha1.RebootWindow{{Schedule: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Hour}}}}
+	})
+	createPool(t, env, patchName, patchLabels, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption = &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "100%"}}}
+		p.Spec.Reboot = &v1alpha1.RebootSpec{BlockingPodSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "blocker"}}}}
+	})
+	env.Create(t, fixture.Pod(env.Namespace, "blocker", fixture.OnNode(patch[0].Name), fixture.Label("app", "blocker")))
+	for _, n := range mend[:2] {
+		patchNode(t, env, n.Name, `{"metadata":{"annotations":{"sandbox.sluice.dev/not-ready":"true"}}}`)
+		env.WaitForNodeReady(t, n.Name, false)
+	}
 
 	a, err := audit.Start(ctx, env.Config, t.Logf)
 	if err != nil {
@@ -96,11 +120,29 @@ func TestAuditorCatchesEachBreach(t *testing.T) {
 	a.Undisturbed(n(6), "its metadata held only rejected entries")
 	patchNode(t, env, n(6), `{"metadata":{"annotations":{"sluice.dev/cordoned-by":"maintenance/x"}},"spec":{"unschedulable":true}}`)
 
+	// repair-breaker: a repair with two of four nodes NotReady, one allowed.
+	mark(t, env, mend[0].Name, "Unhealthy", "")
+	// reboot-held: a reboot outside the window, and one under a blocking
+	// pod.
+	mark(t, env, mend[2].Name, "RebootRequired", "")
+	mark(t, env, patch[0].Name, "RebootRequired", "")
+	// reboot-uncordon: a node back from its reboot, left cordoned by it;
+	// and one uncordoned first, as it should be.
+	for i, n := range patch[1:] {
+		rec := `{"reason":"RebootRequired","phase":"Rebooting","since":"2026-11-23T10:00:00Z"}`
+		patchNode(t, env, n.Name, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,"sluice.dev/cordoned-by":"reboot"}},"spec":{"unschedulable":true}}`, contract.AnnotationDisruption, rec))
+		if i == 1 {
+			patchNode(t, env, n.Name, `{"metadata":{"annotations":{"sluice.dev/cordoned-by":null}},"spec":{"unschedulable":false}}`)
+		}
+		patchNode(t, env, n.Name, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, contract.AnnotationDisruption))
+	}
+
 	sum := a.Finish()
 	t.Logf("auditor summary:\n%s", sum)
 	want := map[audit.Invariant]int{
 		audit.Budget: 2, audit.OneReplacement: 2, audit.PDBFloor: 1, audit.PersonCordon: 1,
 		audit.DoNotDisrupt: 1, audit.MachineAfterPods: 1, audit.Undisturbed: 1,
+		audit.RepairBreaker: 1, audit.RebootHeld: 2, audit.RebootUncordon: 1,
 	}
 	for inv, breaches := range want {
 		r := sum.Row(inv)
@@ -108,14 +150,14 @@ func TestAuditorCatchesEachBreach(t *testing.T) {
 			t.Errorf("%s: %d violations counted, want %d: %v", inv, r.Violated, breaches, r.Examples)
 		}
 	}
-	for _, inv := range []audit.Invariant{audit.PDBFloor, audit.PersonCordon} {
+	for _, inv := range []audit.Invariant{audit.PDBFloor, audit.PersonCordon, audit.RebootHeld, audit.RebootUncordon} {
 		if r := sum.Row(inv); r.Checked <= r.Violated {
 			t.Errorf("%s: checked %d, violated %d: the allowed act beside the breach was not judged a pass", inv, r.Checked, r.Violated)
 		}
 	}
 }
 
-func createPool(t *testing.T, env *sandboxtest.Env, name string, labels map[string]string) {
+func createPool(t *testing.T, env *sandboxtest.Env, name string, labels map[string]string, edits ...func(*v1alpha1.NodePool)) {
 	t.Helper()
 	ext, err := apiextensionsclient.NewForConfig(env.Config)
 	if err != nil {
@@ -131,6 +173,9 @@ func createPool(t *testing.T, env *sandboxtest.Env, name string, labels map[stri
 			NodeSelector: metav1.LabelSelector{MatchLabels: labels},
 			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok},
 		},
+	}
+	for _, edit := range edits {
+		edit(pool)
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
 	if err != nil {

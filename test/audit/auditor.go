@@ -38,9 +38,19 @@ const (
 	MachineAfterPods Invariant = "machine-after-pods"
 	OneReplacement   Invariant = "one-replacement"
 	Undisturbed      Invariant = "undisturbed"
+	// RepairBreaker: no repair starts while more of the pool (or of one
+	// zone) is unhealthy than spec.repair's maxUnhealthy allows.
+	RepairBreaker Invariant = "repair-breaker"
+	// RebootHeld: no reboot starts outside the pool's reboot windows or on
+	// a node a blocking pod runs on.
+	RebootHeld Invariant = "reboot-held"
+	// RebootUncordon: a node back from its reboot is not left cordoned by
+	// the reboot.
+	RebootUncordon Invariant = "reboot-uncordon"
 )
 
-var invariants = []Invariant{PDBFloor, Budget, PersonCordon, DoNotDisrupt, MachineAfterPods, OneReplacement, Undisturbed}
+var invariants = []Invariant{PDBFloor, Budget, PersonCordon, DoNotDisrupt, MachineAfterPods, OneReplacement, Undisturbed,
+	RepairBreaker, RebootHeld, RebootUncordon}
 
 // settle is how long a check that needs a second watch stream waits for it.
 const settle = 4 * time.Second
@@ -84,6 +94,7 @@ type podState struct {
 // record is the part of sluice's disruption record the auditor reads.
 type record struct {
 	Reason      string `json:"reason"`
+	Phase       string `json:"phase"`
 	Replacement string `json:"replacement"`
 }
 

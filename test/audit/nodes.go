@@ -88,6 +88,10 @@ func (a *Auditor) nodeChanged(old, n *corev1.Node, st *nodeState) {
 	if st.record != nil && (oldRec == nil || oldRec.Reason != st.record.Reason) {
 		a.seen["disruption records"]++
 		a.recordAppeared(n, st.record, at)
+		a.healthRecordAppeared(n, st.record)
+	}
+	if oldRec != nil && st.record == nil {
+		a.rebootEnded(n, oldRec)
 	}
 	if st.record != nil && st.record.Replacement != "" && (oldRec == nil || oldRec.Replacement != st.record.Replacement) {
 		a.replacementNamed(n.Name, oldRec, st.record.Replacement)

@@ -47,7 +47,8 @@ const defaultBudget = "10%"
 // person's deletion is not: they asked for it).
 func voluntary(r string) bool {
 	switch v1alpha1.DisruptionReason(r) {
-	case v1alpha1.ReasonEmpty, v1alpha1.ReasonUnderutilized, v1alpha1.ReasonDrifted, v1alpha1.ReasonExpired, v1alpha1.ReasonUpgrade:
+	case v1alpha1.ReasonEmpty, v1alpha1.ReasonUnderutilized, v1alpha1.ReasonDrifted, v1alpha1.ReasonExpired, v1alpha1.ReasonUpgrade,
+		v1alpha1.ReasonRebootRequired:
 		return true
 	}
 	return false
