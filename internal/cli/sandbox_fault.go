@@ -35,22 +35,7 @@ func newSandboxFaultCommand() *cobra.Command {
 			if err := opts.Validate(); err != nil {
 				return err
 			}
-			switch {
-			case f.Clear && (notReady != 0 || f.Condition != "" || f.For != 0):
-				return errors.New("--clear ends the node's faults: give it alone with --node")
-			case !f.Clear && notReady != 0 && f.Condition != "":
-				return errors.New("give --not-ready DURATION or --condition TYPE --for DURATION, not both")
-			case !f.Clear && notReady == 0 && f.Condition == "":
-				return errors.New("say what breaks: --not-ready DURATION, or --condition TYPE --for DURATION")
-			case notReady != 0 && f.For != 0:
-				return errors.New("--for goes with --condition; --not-ready takes its own duration")
-			case f.Condition != "" && f.For == 0:
-				return errors.New("--condition needs --for DURATION (how long the condition stays True)")
-			}
-			if notReady != 0 {
-				f.For = notReady
-			}
-			if err := f.Validate(); err != nil {
+			if err := faultFlags(&f, notReady); err != nil {
 				return err
 			}
 			st, err := sandbox.ReadState(opts.dir)
@@ -81,4 +66,25 @@ func newSandboxFaultCommand() *cobra.Command {
 	fs.BoolVar(&f.SurvivesReboot, "survives-reboot", false, "the fault outlives a reboot (a repair's reboot does not mend it)")
 	fs.BoolVar(&f.Clear, "clear", false, "end the node's faults now")
 	return cmd
+}
+
+// faultFlags checks the flags' combination and folds --not-ready into the
+// fault's duration.
+func faultFlags(f *cloud.Fault, notReady time.Duration) error {
+	switch {
+	case f.Clear && (notReady != 0 || f.Condition != "" || f.For != 0):
+		return errors.New("--clear ends the node's faults: give it alone with --node")
+	case !f.Clear && notReady != 0 && f.Condition != "":
+		return errors.New("give --not-ready DURATION or --condition TYPE --for DURATION, not both")
+	case !f.Clear && notReady == 0 && f.Condition == "":
+		return errors.New("say what breaks: --not-ready DURATION, or --condition TYPE --for DURATION")
+	case notReady != 0 && f.For != 0:
+		return errors.New("--for goes with --condition; --not-ready takes its own duration")
+	case f.Condition != "" && f.For == 0:
+		return errors.New("--condition needs --for DURATION (how long the condition stays True)")
+	}
+	if notReady != 0 {
+		f.For = notReady
+	}
+	return f.Validate()
 }

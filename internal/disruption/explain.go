@@ -336,6 +336,12 @@ func (e *Explanation) decide(pool *v1alpha1.NodePool, members []*corev1.Node, no
 	if v, ok := e.healthVerdict(pool, now); ok {
 		return v
 	}
+	return e.candidateVerdict(pool, members, now)
+}
+
+// candidateVerdict is the verdict on a node no record or health concerns:
+// a candidate or not, protected, waiting for the budget or the limits.
+func (e *Explanation) candidateVerdict(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) Verdict {
 	switch {
 	case e.Candidate == "":
 		return Verdict{VerdictNotCandidate, e.notCandidate(pool, now)}

@@ -162,4 +162,3 @@ func (a *Auditor) rebootEnded(n *corev1.Node, old *record) {
 	}
 	a.pass(RebootUncordon)
 }
-

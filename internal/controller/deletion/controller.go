@@ -216,16 +216,7 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 		// it finish rather than replace a deadline drain with ours.
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-	opts := drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true, Force: true, CordonOwner: "termination"}
-	if grace, ok := terminationGrace(pool, node, rec); ok {
-		opts.Deadline = node.DeletionTimestamp.Add(grace)
-		opts.OnDeadline = drain.OnDeadlineDelete
-	}
-	if rec != nil && rec.Reason == v1alpha1.ReasonUnhealthy && kubeletGone(node) {
-		c.event(node, corev1.EventTypeWarning, "KubeletUnreachable", fmt.Sprintf(
-			"sluice: repairing a node whose kubelet stopped reporting: nothing can confirm its pods' eviction, so those still here at %s are deleted (not evicted) and the machine with them",
-			opts.Deadline.UTC().Format(time.RFC3339)))
-	}
+	opts := c.drainOptions(node, pool, rec)
 	name := node.Name
 	admission, err := c.queue.Submit(termination.Request{Node: name, Pool: pool.Name, Reason: termination.Reason(rec.Reason), Key: key,
 		Options: opts, Done: func(r *drain.Report, err error) { c.drainEnded(name, r, err) }, Released: func() { c.wakeNode(name) }})
@@ -240,6 +231,23 @@ func (c *Controller) terminate(ctx context.Context, node *corev1.Node, pool *v1a
 		c.event(node, corev1.EventTypeNormal, "Terminating", msg)
 	}
 	return reconcile.Result{RequeueAfter: terminatingRecheck}, nil
+}
+
+// drainOptions are the deleted node's drain's: pods still there at the
+// end of its grace (terminationGrace) are deleted. A repaired node whose
+// kubelet is gone is said to be so: its pods are deleted, not evicted.
+func (c *Controller) drainOptions(node *corev1.Node, pool *v1alpha1.NodePool, rec *disruption.Record) drain.Options {
+	opts := drain.Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true, Force: true, CordonOwner: "termination"}
+	if grace, ok := terminationGrace(pool, node, rec); ok {
+		opts.Deadline = node.DeletionTimestamp.Add(grace)
+		opts.OnDeadline = drain.OnDeadlineDelete
+	}
+	if rec != nil && rec.Reason == v1alpha1.ReasonUnhealthy && kubeletGone(node) {
+		c.event(node, corev1.EventTypeWarning, "KubeletUnreachable", fmt.Sprintf(
+			"sluice: repairing a node whose kubelet stopped reporting: nothing can confirm its pods' eviction, so those still here at %s are deleted (not evicted) and the machine with them",
+			opts.Deadline.UTC().Format(time.RFC3339)))
+	}
+	return opts
 }
 
 // unreachableGrace is how long a repair's deletion of a node whose kubelet

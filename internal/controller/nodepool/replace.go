@@ -128,17 +128,9 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		if rec != nil && c.givenBack(rec.Replacement, now) {
 			continue // the cache still shows a record this controller took away
 		}
-		if rebootStep(rec) {
-			w, err := c.advanceReboot(ctx, pool, n, rec, now)
+		if w, booted, ok, err := c.advanceStep(ctx, pool, n, rec, names, now); ok {
 			wait, errs = sooner(wait, w), appendErr(errs, err)
-			continue
-		}
-		if upgradeStep(rec) {
-			if booting(rec, names) {
-				pending++
-			}
-			errs = appendErr(errs, c.advanceUpgrade(ctx, pool, n, rec, now))
-			wait = sooner(wait, c.upgradeRecheck(pool, rec, now))
+			pending += booted
 			continue
 		}
 		if rec != nil && rec.Phase == disruption.PhaseRemoving && !c.opts.DryRun {
@@ -163,6 +155,24 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		wait = launchingRecheck
 	}
 	return wait, pending, errs
+}
+
+// advanceStep moves a node at one of a method's own steps (an upgrade's, a
+// reboot's); ok is false for any other record. booted is 1 when the node's
+// replacement was asked for and is not a node yet.
+func (c *Controller) advanceStep(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, names map[string]bool, now time.Time) (wait time.Duration, booted int, ok bool, err error) {
+	switch {
+	case rebootStep(rec):
+		wait, err = c.advanceReboot(ctx, pool, n, rec, now)
+		return wait, 0, true, err
+	case upgradeStep(rec):
+		if booting(rec, names) {
+			booted = 1
+		}
+		err = c.advanceUpgrade(ctx, pool, n, rec, now)
+		return c.upgradeRecheck(pool, rec, now), booted, true, err
+	}
+	return 0, 0, false, nil
 }
 
 // markChosen writes a chosen node's first record (it counts against the
