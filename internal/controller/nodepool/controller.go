@@ -134,6 +134,9 @@ type Controller struct {
 	alerts map[string]alertReading
 	// rebootHeld holds, per node, the last reason its reboot waited for.
 	rebootHeld map[string]string
+	// reboots holds the reboot records this controller moved on, until
+	// its cache shows them (movedOn).
+	reboots map[string]rebootProgress
 	// wake queues a pool when one of its drains ends.
 	wake chan event.GenericEvent
 	// orphans paces the passes that find machines nothing accounts for.
@@ -171,7 +174,7 @@ func NewController(kube client.Client, live client.Reader, clk clock.Clock, mach
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
 	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{},
-		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, given: map[string]time.Time{}, registration: map[string]registrationCheck{}, halts: map[string]string{}, alerts: map[string]alertReading{}, rebootHeld: map[string]string{}, wake: make(chan event.GenericEvent, 64)}
+		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, given: map[string]time.Time{}, registration: map[string]registrationCheck{}, halts: map[string]string{}, alerts: map[string]alertReading{}, rebootHeld: map[string]string{}, reboots: map[string]rebootProgress{}, wake: make(chan event.GenericEvent, 64)}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as

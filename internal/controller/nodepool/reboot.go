@@ -75,6 +75,12 @@ func (c *Controller) advanceReboot(ctx context.Context, pool *v1alpha1.NodePool,
 	if c.opts.DryRun || !n.DeletionTimestamp.IsZero() {
 		return 0, nil
 	}
+	if c.rebootMovedOn(n.Name, rec, now) {
+		// The cache still shows a step this controller has left: acting
+		// on it again would drain a node back in service, or reboot it
+		// twice.
+		return launchingRecheck, nil
+	}
 	if rec.Phase == disruption.PhaseDraining {
 		return launchingRecheck, c.rebootDrainStep(ctx, pool, n, rec, now)
 	}
@@ -141,6 +147,7 @@ func (c *Controller) reboot(ctx context.Context, pool *v1alpha1.NodePool, n *cor
 	next := *rec
 	at := now
 	next.Phase, next.RebootedAt, next.BootID = disruption.PhaseRebooting, &at, n.Status.NodeInfo.BootID
+	c.movedOn(n.Name, rec, disruption.PhaseRebooting, now)
 	c.event(n, corev1.EventTypeNormal, "Rebooting", "sluice: "+why+"; the provider is rebooting the node in place")
 	c.opts.Metrics.rebooted(pool.Name, rec.Reason)
 	return c.setRecord(ctx, n, &next)
@@ -183,6 +190,7 @@ func (c *Controller) rebooted(ctx context.Context, pool *v1alpha1.NodePool, n *c
 	}); err != nil {
 		return err
 	}
+	c.movedOn(n.Name, rec, phaseDone, now)
 	took := now.Sub(rec.Since).Round(time.Second)
 	if rec.Reason == v1alpha1.ReasonUnhealthy {
 		c.event(n, corev1.EventTypeNormal, "Repaired", fmt.Sprintf("sluice: the node is healthy again after its reboot (%s after the repair started)", took))
@@ -205,6 +213,7 @@ func (c *Controller) escalate(ctx context.Context, pool *v1alpha1.NodePool, n *c
 		c.event(n, corev1.EventTypeWarning, "RepairExhausted", "sluice: "+why+"; the pool's repair ladder has no Replace step, so the node is left as it is")
 		return c.setRecord(ctx, n, nil)
 	}
+	c.movedOn(n.Name, rec, phaseDone, now)
 	c.event(n, corev1.EventTypeWarning, "RepairEscalated", "sluice: "+why+"; replacing the node")
 	next := disruption.Record{Reason: v1alpha1.ReasonUnhealthy, Phase: disruption.PhaseLaunching, Since: now, Message: why}
 	return c.launchFor(ctx, pool, n, next, now)
@@ -217,4 +226,51 @@ func containsStep(steps []v1alpha1.RepairStep, s v1alpha1.RepairStep) bool {
 		}
 	}
 	return false
+}
+
+// phaseDone is a reboot record this controller has finished with (back in
+// service, or handed to a replacement).
+const phaseDone disruption.Phase = "Done"
+
+// rebootProgress is how far this controller moved a node's reboot record
+// (known by its Since), and when.
+type rebootProgress struct {
+	since time.Time
+	phase disruption.Phase
+	at    time.Time
+}
+
+// rebootRank orders a reboot record's steps.
+func rebootRank(p disruption.Phase) int {
+	switch p {
+	case disruption.PhaseDraining:
+		return 1
+	case disruption.PhaseRebooting:
+		return 2
+	case phaseDone:
+		return 3
+	}
+	return 0
+}
+
+// movedOn notes that this controller moved the node's reboot record to
+// phase, until the cache shows it (markWait at most).
+func (c *Controller) movedOn(node string, rec *disruption.Record, phase disruption.Phase, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reboots[node] = rebootProgress{since: rec.Since, phase: phase, at: now}
+	for name, p := range c.reboots {
+		if now.Sub(p.at) > markWait {
+			delete(c.reboots, name)
+		}
+	}
+}
+
+// rebootMovedOn says whether this controller already moved the node's
+// reboot record past the step the cache shows.
+func (c *Controller) rebootMovedOn(node string, rec *disruption.Record, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.reboots[node]
+	return ok && p.since.Equal(rec.Since) && rebootRank(p.phase) > rebootRank(rec.Phase) && now.Sub(p.at) <= markWait
 }
