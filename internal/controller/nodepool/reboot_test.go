@@ -107,6 +107,20 @@ func TestRebootsKeepToWindowsBudgetsAndBlockers(t *testing.T) {
 		}
 		return back == 5, nil
 	})
+	// Back means back: no pass that read a step the controller had already
+	// left drains (and cordons) a node again.
+	s.holdsFor(t, 10*time.Second, "every rebooted node stays in service", func(ctx context.Context) bool {
+		list, err := s.nodes(ctx)
+		if err != nil {
+			return true
+		}
+		for _, n := range list {
+			if n.Name != held && (n.Spec.Unschedulable || n.Annotations[contract.AnnotationDisruption] != "") {
+				return false
+			}
+		}
+		return true
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if rebooted[held] {
