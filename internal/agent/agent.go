@@ -3,8 +3,9 @@
 // an event with the platform when the controller asks for it. When the
 // machine is about to be taken (a spot preemption, a termination) it also
 // cordons its node in the write that first reports the event, so no pod is
-// scheduled there while the controller's watch catches up. That is all it
-// can do: it holds no right to evict pods or to touch another node.
+// scheduled there while the controller's watch catches up. It also reports
+// when the OS asks for a reboot (reboot.go). That is all it can do: it holds
+// no right to evict pods, to reboot, or to touch another node.
 package agent
 
 import (
@@ -48,6 +49,8 @@ type Config struct {
 	// CordonInvoluntary cordons the node in the write that first reports a
 	// Preempt or Terminate (see cordon.go).
 	CordonInvoluntary bool
+	// Reboot reads the OS's reboot-required sentinel (reboot.go).
+	Reboot RebootCheck
 }
 
 // Agent mirrors one machine's maintenance events onto its Node. It logs what
@@ -68,6 +71,8 @@ type Agent struct {
 	// cordonedFor are the events the agent has cordoned its node for
 	// (cordon.go), each once.
 	cordonedFor map[string]bool
+	// reboot is what the agent knows of the reboot sentinel (reboot.go).
+	reboot rebootState
 
 	// What the watch loop keeps between answers (see take).
 	ends     *maintenance.EndConfirmer
@@ -84,15 +89,22 @@ func New(client kubernetes.Interface, log *slog.Logger, cfg Config) *Agent {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Reboot.Period <= 0 {
+		cfg.Reboot.Period = DefaultRebootCheckPeriod
+	}
+	if cfg.Reboot.Clock == nil {
+		cfg.Reboot.Clock = clock.RealClock{}
+	}
 	return &Agent{client: client, log: log.With("node", cfg.Node), cfg: cfg, logged: map[string]maintenance.Event{}, cordonedFor: map[string]bool{},
 		ends: maintenance.NewEndConfirmer(cfg.Clock, cfg.EndConfirmation), rejected: map[string]bool{}, missing: map[string]bool{}}
 }
 
-// Run watches the node and the metadata service until ctx ends. A failing
-// metadata service is logged and changes nothing on the node: the last
-// report stands until the service answers again. The metadata service is
-// first read once the node is, so that the events the node's report holds
-// (written before a restart) end only once their end is confirmed.
+// Run watches the node, the metadata service and the reboot sentinel until
+// ctx ends. A failing metadata service is logged and changes nothing on the
+// node: the last report stands until the service answers again. The
+// metadata service is first read once the node is, so that the events the
+// node's report holds (written before a restart) end only once their end is
+// confirmed; the sentinel too, so that the time the node holds is kept.
 func (a *Agent) Run(ctx context.Context) error {
 	nodes := make(chan *corev1.Node, 1)
 	factory := informers.NewSharedInformerFactoryWithOptions(a.client, 0,
@@ -121,6 +133,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	observations := make(chan maintenance.Report, 1)
 	go a.watch(ctx, observations)
+	readings := make(chan sentinelReading, 1)
+	if a.cfg.Reboot.Sentinel != nil {
+		go a.checkReboots(ctx, readings)
+	}
 
 	var seen *maintenance.Report
 	for {
@@ -130,7 +146,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		case node = <-nodes:
 		case r := <-observations:
 			seen = &r
+		case r := <-readings:
+			a.takeReboot(node, r)
 		}
+		a.publishReboot(ctx, node)
 		if seen != nil {
 			a.logChanges(*seen)
 			err := a.publish(ctx, node, *seen)

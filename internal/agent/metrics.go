@@ -5,9 +5,10 @@ import (
 )
 
 // Metrics are the agent's Prometheus metrics: whether it can read its
-// machine's metadata service, write its node, and approve events. An agent
-// that reads nothing for long is blind to the maintenance it is there to see
-// (the chart's SluiceAgentNotReading alert).
+// machine's metadata service, write its node, and approve events, and
+// whether its OS asks for a reboot. An agent that reads nothing for long is
+// blind to the maintenance it is there to see (the chart's
+// SluiceAgentNotReading alert).
 type Metrics struct {
 	Reads     *prometheus.CounterVec
 	LastRead  prometheus.Gauge
@@ -15,6 +16,10 @@ type Metrics struct {
 	Writes    *prometheus.CounterVec
 	Approvals *prometheus.CounterVec
 	Cordons   *prometheus.CounterVec
+	// RebootRequired is 1 while the reboot sentinel asks for a reboot; it
+	// keeps its value while the sentinel cannot be read, and is 0 with the
+	// check off.
+	RebootRequired prometheus.Gauge
 }
 
 // Outcomes of the counted calls.
@@ -38,6 +43,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Events the agent asked the platform to start early, as the controller asked, by outcome."}, []string{"outcome"}),
 		Cordons: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_agent_cordons_total",
 			Help: "Cordons of its own node in the write that first reported a Preempt or Terminate, by outcome (error: the report went out alone and the controller cordons)."}, []string{"outcome"}),
+		RebootRequired: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_agent_reboot_required",
+			Help: "1 while the OS's reboot-required sentinel asks for a reboot (the last reading that could tell), else 0."}),
 	}
 	for _, o := range []string{outcomeOK, outcomeError} {
 		m.Reads.WithLabelValues(o)
@@ -45,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Approvals.WithLabelValues(o)
 		m.Cordons.WithLabelValues(o)
 	}
-	reg.MustRegister(m.Reads, m.LastRead, m.Events, m.Writes, m.Approvals, m.Cordons)
+	reg.MustRegister(m.Reads, m.LastRead, m.Events, m.Writes, m.Approvals, m.Cordons, m.RebootRequired)
 	return m
 }
 

@@ -6,11 +6,14 @@ package agent
 // needs and refuse every other.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -45,14 +48,18 @@ const (
 	nodeNameExtra = "authentication.kubernetes.io/node-name"
 	// foreignAnnotation belongs to someone else; both nodes carry it.
 	foreignAnnotation = "example.com/owner"
+	// foreignMaintenanceAnnotation is in the agent's domain but not one it
+	// writes; both nodes carry it too.
+	foreignMaintenanceAnnotation = "maintenance.sluice.dev/window"
 	// probeResource is an extended resource the agent tries to add to its
 	// node's status.
 	probeResource = "example.com/sluice-probe"
 )
 
 // TestLeastPrivilege installs the chart's agent policy, gives the agent the
-// token a pod on node "own" would get, and shows it may write the
-// maintenance.sluice.dev/ annotations there and nothing else anywhere.
+// token a pod on node "own" would get, and shows it may write its own
+// annotations there (its report, its approvals, reboot-required) and nothing
+// else anywhere.
 func TestLeastPrivilege(t *testing.T) {
 	env := sandboxtest.New(t)
 	ctx := t.Context()
@@ -62,8 +69,10 @@ func TestLeastPrivilege(t *testing.T) {
 	nodes := env.CreateNodes(t, fixture.AKSPool(sandboxtest.UniqueName("agent"), 2))
 	own, other := nodes[0].Name, nodes[1].Name
 	for _, name := range []string{own, other} {
-		if err := patchNode(ctx, env.Client, name, annotationPatch(foreignAnnotation, "ops")); err != nil {
-			t.Fatalf("annotating node %s as the administrator: %v", name, err)
+		for _, key := range []string{foreignAnnotation, foreignMaintenanceAnnotation} {
+			if err := patchNode(ctx, env.Client, name, annotationPatch(key, "ops")); err != nil {
+				t.Fatalf("annotating node %s as the administrator: %v", name, err)
+			}
 		}
 	}
 	pod := agentPod(t, env, own)
@@ -107,16 +116,52 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	})
 
+	t.Run("writes and removes reboot-required on its own node", func(t *testing.T) {
+		sentinel := filepath.Join(t.TempDir(), "reboot-required")
+		if err := os.WriteFile(sentinel, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		a := New(client, slog.New(slog.NewTextHandler(&logs, nil)), Config{Node: own, Source: maintenance.SourceAzure,
+			Reboot: RebootCheck{Sentinel: FileSentinel{Path: sentinel}}})
+		read := func() {
+			node, err := client.CoreV1().Nodes().Get(ctx, own, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("reading its own node: %v", err)
+			}
+			required, err := a.cfg.Reboot.Sentinel.RebootRequired(ctx)
+			a.takeReboot(node, sentinelReading{required: required, err: err})
+			a.publishReboot(ctx, node)
+		}
+		read()
+		if since, ok := rebootSince(getNode(t, env.Client, own)); !ok || time.Since(since) > time.Minute {
+			t.Fatalf("after the sentinel appeared: %s = %q; want the time it was found. The agent's log:\n%s",
+				contract.AnnotationRebootRequired, getNode(t, env.Client, own).Annotations[contract.AnnotationRebootRequired], logs.String())
+		}
+		if err := os.Remove(sentinel); err != nil {
+			t.Fatal(err)
+		}
+		read()
+		if v, ok := getNode(t, env.Client, own).Annotations[contract.AnnotationRebootRequired]; ok {
+			t.Fatalf("after the sentinel went: %s = %q; want it removed. The agent's log:\n%s", contract.AnnotationRebootRequired, v, logs.String())
+		}
+	})
+
 	const (
 		ownNodeOnly     = "may only change its own node"
 		noSpec          = "may not change a node's spec"
 		noLabels        = "may not change a node's labels"
-		onlyAnnotations = "may only write the maintenance.sluice.dev/ annotations"
+		onlyAnnotations = "may only write its own annotations"
 	)
 	for _, tc := range []struct {
 		name, node, patch, want string
 	}{
 		{"cannot annotate another node", other, annotationPatch(contract.AnnotationMaintenanceEvents, report.Encode()), ownNodeOnly},
+		{"cannot say another node needs a reboot", other, annotationPatch(contract.AnnotationRebootRequired, "2026-11-21T10:00:00Z"), ownNodeOnly},
+		{"cannot write another maintenance.sluice.dev annotation", own, annotationPatch("maintenance.sluice.dev/reboot-now", "true"), onlyAnnotations},
+		{"cannot change another's maintenance.sluice.dev annotation", own, annotationPatch(foreignMaintenanceAnnotation, "agent"), onlyAnnotations},
+		{"cannot remove another's maintenance.sluice.dev annotation", own, annotationPatch(foreignMaintenanceAnnotation, nil), onlyAnnotations},
+		{"cannot write the repair's record", own, annotationPatch(contract.AnnotationUnhealthy, `{"since":"2026-11-21T10:00:00Z"}`), onlyAnnotations},
 		{"cannot cordon its own node", own, `{"spec":{"unschedulable":true}}`, noSpec},
 		{"cannot taint its own node", own, `{"spec":{"taints":[{"key":"example.com/drain","effect":"NoSchedule"}]}}`, noSpec},
 		{"cannot label its own node", own, `{"metadata":{"labels":{"example.com/drained":"true"}}}`, noLabels},

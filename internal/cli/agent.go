@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,10 +30,24 @@ type agentFlags struct {
 	endAfter time.Duration
 	metrics  string
 	cordon   bool
+	reboot   rebootFlags
 }
 
-func newAgentCommand() *cobra.Command {
-	f := &agentFlags{}
+// rebootFlags say how the agent reads the OS's reboot-required sentinel.
+type rebootFlags struct {
+	sentinel string
+	command  string
+	period   time.Duration
+}
+
+// minRebootCheckPeriod keeps a sentinel command from running near
+// continuously on every node.
+const minRebootCheckPeriod = 5 * time.Second
+
+func newAgentCommand() *cobra.Command { return (&agentFlags{}).command() }
+
+// command is `sluice agent`, its flags read into f.
+func (f *agentFlags) command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Watch this machine's metadata service and report maintenance events on its Node",
@@ -39,7 +55,9 @@ func newAgentCommand() *cobra.Command {
 			"(Azure Scheduled Events, AWS IMDSv2, GCP metadata) and writes the maintenance events it sees\n" +
 			"onto its own Node; when the controller asks, it approves an event with the platform. When the\n" +
 			"machine is being taken (Preempt, Terminate) it cordons its node in that same write, for the\n" +
-			"controller to own. It can write nothing else: it holds no right to evict pods or change other nodes.",
+			"controller to own. It reports when the OS asks for a reboot (its reboot-required sentinel) as\n" +
+			contract.AnnotationRebootRequired + ". It can write nothing else: it holds no right to evict pods,\n" +
+			"reboot, or change other nodes.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runAgent(cmd.Context(), f) },
 	}
@@ -57,6 +75,11 @@ func newAgentCommand() *cobra.Command {
 	fs.BoolVar(&f.cordon, "cordon-on-preemption", true, "cordon the node in the write that first reports a Preempt or Terminate, "+
 		"owned by the event ("+contract.AnnotationCordonedBy+"=maintenance/<id>) so the controller lifts it when the pool's action is None; "+
 		"false leaves every cordon to the controller (set it false when the controller runs with --dry-run)")
+	fs.StringVar(&f.reboot.sentinel, "reboot-sentinel", agent.DefaultRebootSentinel, "a file whose existence means the OS needs a reboot "+
+		"(Ubuntu's unattended-upgrades writes the default), reported as "+contract.AnnotationRebootRequired+"; empty turns the check off and leaves that annotation to people")
+	fs.StringVar(&f.reboot.command, "reboot-sentinel-command", "", `a command that exits 0 when the OS needs a reboot, instead of --reboot-sentinel, `+
+		`e.g. "/usr/local/bin/needs-reboot --quiet"; split on spaces, no shell; run in the agent's container, for at most `+agent.DefaultSentinelTimeout.String())
+	fs.DurationVar(&f.reboot.period, "reboot-check-period", agent.DefaultRebootCheckPeriod, "how often to read the reboot sentinel")
 	fs.StringVar(&f.metrics, "metrics-bind-address", "0", "address serving Prometheus /metrics, e.g. :9730; 0 turns it off (the agent runs on the node's network: pick a free port)")
 	return cmd
 }
@@ -83,12 +106,41 @@ func (f *agentFlags) validate() error {
 	if err := checkBindAddress("--metrics-bind-address", f.metrics); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, f.reboot.validate()...)
 	if f.endpoint != "" {
 		if u, err := url.Parse(f.endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("--imds-endpoint %q: give an http:// URL such as http://169.254.169.254 (or leave it empty for the cloud's own)", f.endpoint))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (f rebootFlags) validate() []error {
+	var errs []error
+	switch {
+	case f.command != "" && f.sentinel != agent.DefaultRebootSentinel:
+		errs = append(errs, fmt.Errorf("--reboot-sentinel-command %q and --reboot-sentinel %q: give one; the command replaces the file", f.command, f.sentinel))
+	case f.command != "" && len(strings.Fields(f.command)) == 0:
+		errs = append(errs, fmt.Errorf("--reboot-sentinel-command %q: give a command, such as \"/usr/local/bin/needs-reboot --quiet\"", f.command))
+	case f.command == "" && f.sentinel != "" && !filepath.IsAbs(f.sentinel):
+		errs = append(errs, fmt.Errorf("--reboot-sentinel %q: give an absolute path such as %s, or empty to turn the check off", f.sentinel, agent.DefaultRebootSentinel))
+	}
+	if f.period < minRebootCheckPeriod {
+		errs = append(errs, fmt.Errorf("--reboot-check-period %s: use %s or more", f.period, minRebootCheckPeriod))
+	}
+	return errs
+}
+
+// check is the agent's reboot check the flags ask for.
+func (f rebootFlags) check() agent.RebootCheck {
+	rc := agent.RebootCheck{Period: f.period, Clock: clock.RealClock{}}
+	switch {
+	case f.command != "":
+		rc.Sentinel = agent.CommandSentinel{Args: strings.Fields(f.command)}
+	case f.sentinel != "":
+		rc.Sentinel = agent.FileSentinel{Path: f.sentinel}
+	}
+	return rc
 }
 
 func runAgent(ctx context.Context, f *agentFlags) error {
@@ -123,8 +175,14 @@ func runAgent(ctx context.Context, f *agentFlags) error {
 	if err := serveMetrics(ctx, f.metrics, reg, log); err != nil {
 		return err
 	}
-	log.Info("agent started", "node", f.node, "cloud", cloud, "approves", approver != nil, "cordonOnPreemption", f.cordon)
+	reboot := f.reboot.check()
+	rebootSentinel := "off"
+	if reboot.Sentinel != nil {
+		rebootSentinel = reboot.Sentinel.String()
+	}
+	log.Info("agent started", "node", f.node, "cloud", cloud, "approves", approver != nil, "cordonOnPreemption", f.cordon,
+		"rebootSentinel", rebootSentinel, "rebootCheckPeriod", reboot.Period)
 	ends := maintenance.EndConfirmation{Answers: maintenance.DefaultEndConfirmation.Answers, For: f.endAfter}
 	return agent.New(client, log, agent.Config{Node: f.node, Source: cloud, Watcher: watcher, Approver: approver,
-		EndConfirmation: ends, Clock: clock.RealClock{}, Metrics: metrics, CordonInvoluntary: f.cordon}).Run(ctx)
+		EndConfirmation: ends, Clock: clock.RealClock{}, Metrics: metrics, CordonInvoluntary: f.cordon, Reboot: reboot}).Run(ctx)
 }

@@ -103,10 +103,24 @@ var badFlags = map[string][]badFlag{
 		{[]string{"--cloud", "mars"}, `--cloud "mars"`},
 		{[]string{"--poll-interval", "1ms"}, "--poll-interval 1ms"},
 		{[]string{"--metrics-bind-address", "nope:nope"}, `--metrics-bind-address "nope:nope"`},
+		{[]string{"--reboot-check-period", "1s"}, "--reboot-check-period 1s: use 5s or more"},
+		{[]string{"--reboot-sentinel", "reboot-required"}, `--reboot-sentinel "reboot-required": give an absolute path`},
+		{[]string{"--reboot-sentinel-command", "needs-reboot", "--reboot-sentinel", "/run/reboot-required"},
+			`--reboot-sentinel-command "needs-reboot" and --reboot-sentinel "/run/reboot-required": give one`},
+		{[]string{"--reboot-sentinel-command", " "}, `--reboot-sentinel-command " ": give a command`},
 	},
 	"sluice sandbox event": {
 		{[]string{"--node", "node-a", "--type", "Explode"}, `--type "Explode"`},
 		{[]string{"--node", "node-a", "--type", "Preempt", "--in", "-1s"}, "--in -1s"},
+	},
+	"sluice sandbox fault": {
+		{[]string{"--node", "node-a"}, "say what breaks"},
+		{[]string{"--node", "node-a", "--not-ready", "-1m"}, "duration -1m0s must be positive"},
+		{[]string{"--node", "node-a", "--not-ready", "1m", "--condition", "KernelDeadlock"}, "not both"},
+		{[]string{"--node", "node-a", "--condition", "KernelDeadlock"}, "--condition needs --for"},
+		{[]string{"--node", "node-a", "--condition", "no spaces allowed", "--for", "1m"}, `--condition "no spaces allowed" is not a condition type`},
+		{[]string{"--node", "node-a", "--condition", "Ready", "--for", "1m"}, "use --not-ready"},
+		{[]string{"--node", "node-a", "--clear", "--not-ready", "1m"}, "give it alone"},
 	},
 }
 
