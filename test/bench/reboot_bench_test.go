@@ -96,7 +96,8 @@ func BenchmarkReboots(b *testing.B) {
 			{"median ratio to the lower bound", fmt.Sprintf("%.2fx", median.Seconds()/lower.Seconds()), ratio.want()},
 			{"kured's pace from the same inputs (one at a time, its period left out)", kured.String(),
 				fmt.Sprintf("sluice %.1fx faster; %s", kured.Seconds()/median.Seconds(), sc.want(rebootVersusKured))},
-			{"forecast (sluice plan reboots) over the median", fmt.Sprintf("%.2fx", forecast.Seconds()/median.Seconds()), "printed, not judged"},
+			{"forecast (sluice plan reboots) over the median", fmt.Sprintf("%.2fx", forecast.Seconds()/median.Seconds()),
+				"printed, not judged: the forecast gives each pod its full grace period (30s here; these pods exit after 5s), an upper bound"},
 			{"nodes rebooting at once, most in any run", strconv.Itoa(mostOut), fmt.Sprintf("%s (the budget, %d%% of %d)", sc.want(rebootOut), budgetPct, nodes)},
 		})
 	}
