@@ -3,11 +3,13 @@ package nodepool
 import (
 	"errors"
 	"fmt"
+	"regexp"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/sluice-dev/sluice/internal/alerts"
 	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
@@ -19,6 +21,7 @@ const (
 	ReasonTemplateNotSelected = "TemplateNotSelected"
 	ReasonLimitsBelowSize     = "LimitsBelowSize"
 	ReasonInvalidUpgrade      = "InvalidUpgrade"
+	ReasonInvalidHealth       = "InvalidRepairOrReboot"
 )
 
 // Problem is why a pool cannot be applied: the pool is then left alone (its
@@ -51,6 +54,9 @@ func Validate(pool *v1alpha1.NodePool, nodes int) *Problem {
 			return &Problem{Reason: ReasonTemplateNotSelected, Message: fmt.Sprintf(
 				"node pool %s: the nodes its provider would make from spec.template (labels %v) do not match its spec.nodeSelector, so they would belong to no pool; add the selector's labels to spec.template.labels", pool.Name, t.Labels)}
 		}
+	}
+	if err := HealthError(pool); err != nil {
+		return &Problem{Reason: ReasonInvalidHealth, Message: fmt.Sprintf("node pool %s: %v; no node of the pool is disrupted of sluice's own accord until it is fixed", pool.Name, err)}
 	}
 	if err := UpgradeError(pool, nodes); err != nil {
 		return &Problem{Reason: ReasonInvalidUpgrade, Message: fmt.Sprintf("node pool %s: %v; no node of the pool is disrupted of sluice's own accord until it is fixed", pool.Name, err)}
@@ -88,6 +94,47 @@ func UpgradeError(pool *v1alpha1.NodePool, size int) error {
 	}
 	if size > 0 && surge == 0 && unavailable == 0 {
 		return fmt.Errorf("spec.upgrade.maxSurge and maxUnavailable come to 0 nodes of %d, so no node could ever be upgraded: raise maxSurge (such as 1 or 33%%) or maxUnavailable", size)
+	}
+	return nil
+}
+
+// HealthError judges what the API server cannot of spec.repair and
+// spec.reboot (docs/health.md): the breaker's limits, the reboot windows'
+// schedules and time zones, the blocking pod selectors, the Prometheus URL
+// and alert filter. The error names the field.
+func HealthError(pool *v1alpha1.NodePool) error {
+	if r := pool.Spec.Repair; r != nil {
+		poolMax, zoneMax := r.Limits()
+		for field, v := range map[string]string{"maxUnhealthy": poolMax, "maxUnhealthyPerZone": zoneMax} {
+			if _, err := budget.Limit(v1alpha1.Budget{Nodes: v}, 0); err != nil {
+				return fmt.Errorf("spec.repair.%s %q: %w", field, v, err)
+			}
+		}
+	}
+	rb := pool.Spec.Reboot
+	if rb == nil {
+		return nil
+	}
+	windows := make([]v1alpha1.Budget, len(rb.Windows))
+	for i, w := range rb.Windows {
+		schedule, d := w.Schedule, w.Duration
+		windows[i] = v1alpha1.Budget{Nodes: "0", Schedule: &schedule, Duration: &d, TimeZone: w.TimeZone}
+	}
+	if err := budget.Validate(windows); err != nil {
+		return fmt.Errorf("spec.reboot.windows: %w", err)
+	}
+	for i := range rb.BlockingPodSelectors {
+		if _, err := metav1.LabelSelectorAsSelector(&rb.BlockingPodSelectors[i]); err != nil {
+			return fmt.Errorf("spec.reboot.blockingPodSelectors[%d]: %w", i, err)
+		}
+	}
+	if p := rb.Prometheus; p != nil {
+		if err := (&alerts.Checker{URL: p.URL}).Validate(); err != nil {
+			return fmt.Errorf("spec.reboot.prometheus.url: %w", err)
+		}
+		if _, err := regexp.Compile(p.AlertFilterRegexp); err != nil {
+			return fmt.Errorf("spec.reboot.prometheus.alertFilterRegexp %q: %w", p.AlertFilterRegexp, err)
+		}
 	}
 	return nil
 }
