@@ -26,9 +26,6 @@ type HealthRecord struct {
 	// HealthySince is when the node last looked healthy again; the record
 	// goes once that lasted the pool's flapGrace.
 	HealthySince *time.Time `json:"healthySince,omitempty"`
-	// Rebooted is when a repair last rebooted the node for this record:
-	// broken again after that, the next step is a replacement.
-	Rebooted *time.Time `json:"rebooted,omitempty"`
 }
 
 // HealthRecordOf reads the node's health record; nil when it has none.
@@ -67,6 +64,9 @@ type Health struct {
 	// Due is when the repair is due: Record.Since plus the bad
 	// condition's toleration; zero when the node looks healthy.
 	Due time.Time
+	// Rebooted is when a repair last rebooted the node since it broke
+	// (contract.AnnotationRepairRebooted); nil when none did.
+	Rebooted *time.Time
 	// Err is an unreadable record (rewritten from what the node shows).
 	Err error
 }
@@ -128,6 +128,11 @@ func HealthOf(spec *v1alpha1.RepairSpec, n *corev1.Node, now time.Time) Health {
 	h.Changed = err != nil || (old == nil) != (next == nil) || old != nil && next != nil && old.String() != next.String()
 	if h.Bad != nil {
 		h.Due = next.Since.Add(h.Bad.Toleration.Duration)
+	}
+	if raw, ok := n.Annotations[contract.AnnotationRepairRebooted]; ok && next != nil {
+		if at, err := time.Parse(time.RFC3339, raw); err == nil && !at.Before(next.Since) {
+			h.Rebooted = &at
+		}
 	}
 	return h
 }
@@ -254,7 +259,7 @@ const clusterMinNotReady = 3
 // neither left).
 func NextStep(spec *v1alpha1.RepairSpec, h Health, canReboot bool) v1alpha1.RepairStep {
 	steps := spec.StepsOrDefault()
-	rebooted := h.Record != nil && h.Record.Rebooted != nil
+	rebooted := h.Rebooted != nil
 	if canReboot && !rebooted && slices.Contains(steps, v1alpha1.RepairReboot) {
 		return v1alpha1.RepairReboot
 	}

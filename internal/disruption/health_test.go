@@ -156,7 +156,7 @@ func TestTheBreaker(t *testing.T) {
 func TestTheLadder(t *testing.T) {
 	spec := &v1alpha1.RepairSpec{}
 	fresh := Health{Record: &HealthRecord{Since: t0}}
-	rebooted := Health{Record: &HealthRecord{Since: t0, Rebooted: ptr(t0.Add(time.Minute))}}
+	rebooted := Health{Record: &HealthRecord{Since: t0}, Rebooted: ptr(t0.Add(time.Minute))}
 	if s := NextStep(spec, fresh, true); s != v1alpha1.RepairReboot {
 		t.Fatalf("first step with a provider that reboots: %s", s)
 	}
@@ -172,3 +172,18 @@ func TestTheLadder(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A repair's reboot is noted beside the health record, where the record's
+// own writes never reach it, and counts only for the breakage it followed.
+func TestARepairRebootIsReadBesideTheRecord(t *testing.T) {
+	spec := &v1alpha1.RepairSpec{}
+	n := healthNode(corev1.ConditionFalse, t0, &HealthRecord{Since: t0, Condition: "Ready=False"})
+	n.Annotations[contract.AnnotationRepairRebooted] = t0.Add(time.Minute).Format(time.RFC3339)
+	if h := HealthOf(spec, n, t0.Add(20*time.Minute)); h.Rebooted == nil || NextStep(spec, h, true) != v1alpha1.RepairReplace {
+		t.Fatalf("rebooted %v: broken again after its repair's reboot, the next step must be Replace", h.Rebooted)
+	}
+	n.Annotations[contract.AnnotationRepairRebooted] = t0.Add(-time.Hour).Format(time.RFC3339)
+	if h := HealthOf(spec, n, t0.Add(20*time.Minute)); h.Rebooted != nil {
+		t.Fatalf("a reboot before this breakage (%v) must not count", h.Rebooted)
+	}
+}

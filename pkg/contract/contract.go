@@ -127,6 +127,11 @@ const (
 	// than the pool's flapGrace does not reset the clock and a restarted
 	// controller agrees.
 	AnnotationUnhealthy = "sluice.dev/unhealthy"
+	// AnnotationRepairRebooted on a Node: when a repair last rebooted it
+	// (RFC 3339); broken again while its health record lasts, the repair's
+	// next step is not another reboot. The health record's writes never
+	// touch it; it goes with that record.
+	AnnotationRepairRebooted = "sluice.dev/repair-rebooted"
 )
 
 // Drain timelines, kept as ConfigMaps in the controller's namespace.
@@ -216,6 +221,7 @@ func NodeWorkingAnnotations() []string {
 		AnnotationAWSLifecycleHooks,
 		AnnotationRebootRequired,
 		AnnotationUnhealthy,
+		AnnotationRepairRebooted,
 		AnnotationUpgrade,
 		AnnotationUpgradeImage,
 		AnnotationUpgradeBlockedBy,

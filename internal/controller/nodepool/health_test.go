@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,10 +92,21 @@ func TestAFlapDoesNotResetTheRepairClock(t *testing.T) {
 	flapper := nodes[0]
 	start := time.Now()
 	repaired := make(chan time.Duration, 1)
+	var readyAgain atomic.Int32 // Ready stretches the API server showed after the first breakage
+	wasReady := true
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.eachNodeChange(ctx, t, func(n *corev1.Node) {
-		if r, err := disruption.RecordOf(n); n.Name == flapper && err == nil && r != nil && r.Reason == v1alpha1.ReasonUnhealthy {
+		if n.Name != flapper {
+			return
+		}
+		if r := ready(n); r && !wasReady {
+			readyAgain.Add(1)
+			wasReady = true
+		} else if !r {
+			wasReady = false
+		}
+		if r, err := disruption.RecordOf(n); err == nil && r != nil && r.Reason == v1alpha1.ReasonUnhealthy {
 			select {
 			case repaired <- time.Since(start):
 			default:
@@ -124,6 +136,9 @@ func TestAFlapDoesNotResetTheRepairClock(t *testing.T) {
 	}
 	if took < 35*time.Second {
 		t.Fatalf("repaired %s after the first breakage: before its toleration of 40 s", took)
+	}
+	if readyAgain.Load() < 1 {
+		t.Fatalf("the node was never seen Ready between its breakages: the flaps did not happen, so the test proves nothing")
 	}
 	t.Logf("repaired %s after the first breakage (its toleration 40 s; the last flap ended 50 s in)", took.Round(time.Second))
 }
@@ -159,6 +174,9 @@ func TestTheBreakerHoldsOnAZoneFailure(t *testing.T) {
 	down := zones[zone][:3]
 	for _, n := range down {
 		s.notReady(t, n, true)
+	}
+	for _, n := range down {
+		s.env.WaitForNodeReady(t, n, false) // all three broken before the controller looks
 	}
 	s.start(t)
 	s.env.WaitFor(t, time.Minute, "RepairHalted on the pool", func(ctx context.Context) (bool, error) {
@@ -253,4 +271,63 @@ func TestARepairIsNotHeldByVoluntaryBudgets(t *testing.T) {
 		r, err := s.recordOf(ctx, nodes[2])
 		return r != nil && r.Reason == v1alpha1.ReasonUnhealthy, err
 	})
+}
+
+// A node broken again soon after the reboot that mended it is replaced,
+// not rebooted a second time; and a ladder without Replace ends after its
+// reboot: the node is uncordoned, left alone, and said so, never rebooted
+// in a loop.
+func TestTheLadderDoesNotLoop(t *testing.T) {
+	s := newScene(t, 3, func(p *v1alpha1.NodePool) {
+		repairOn(readyFalse(5 * time.Second))(p)
+		p.Spec.Repair.RebootTimeout = &metav1.Duration{Duration: time.Minute}
+		p.Spec.Repair.MaxUnhealthy, p.Spec.Repair.MaxUnhealthyPerZone = "2", "100%"
+	})
+	nodes := s.waitNodes(t, 3, time.Minute)
+	again := nodes[0]
+	s.notReady(t, again, true)
+	s.start(t)
+	s.env.WaitFor(t, 90*time.Second, again+" repaired by its reboot", func(ctx context.Context) (bool, error) {
+		return slices.ContainsFunc(s.nodeEvents(t, again), func(e string) bool { return strings.HasPrefix(e, "Repaired: ") }), nil
+	})
+	boot := s.bootOf(t, again)
+	s.notReady(t, again, true)
+	s.env.WaitFor(t, 90*time.Second, again+" replaced once broken again", func(ctx context.Context) (bool, error) {
+		r, err := s.recordOf(ctx, again)
+		return r != nil && r.Reason == v1alpha1.ReasonUnhealthy && r.Phase == disruption.PhaseLaunching, err
+	})
+	if now := s.bootOf(t, again); now != boot {
+		t.Fatalf("%s was rebooted a second time (boot %s, then %s); want it replaced", again, boot, now)
+	}
+
+	// A ladder of one reboot: the fault outlives it.
+	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Repair.Steps = []v1alpha1.RepairStep{v1alpha1.RepairReboot} })
+	spent := nodes[1]
+	s.patchAnnotations(t, spent, map[string]any{contract.SandboxFaultSurvivesReboot: "true"})
+	s.notReady(t, spent, true)
+	s.env.WaitFor(t, 3*time.Minute, spent+"'s ladder spent", func(ctx context.Context) (bool, error) {
+		return slices.ContainsFunc(s.nodeEvents(t, spent), func(e string) bool { return strings.HasPrefix(e, "RepairExhausted: ") }), nil
+	})
+	boot = s.bootOf(t, spent)
+	if boot == "" {
+		t.Fatalf("%s's ladder was spent without a reboot", spent)
+	}
+	s.holdsFor(t, 20*time.Second, spent+" left alone, uncordoned, not rebooted again", func(ctx context.Context) bool {
+		n := &corev1.Node{}
+		if err := s.kube.Get(ctx, client.ObjectKey{Name: spent}, n); err != nil {
+			return false
+		}
+		_, recorded := n.Annotations[contract.AnnotationDisruption]
+		return !recorded && !n.Spec.Unschedulable && n.Status.NodeInfo.BootID == boot
+	})
+}
+
+// bootOf is the node's boot ID (a kwok reboot gives it a new one).
+func (s *scene) bootOf(t *testing.T, node string) string {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := s.kube.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	return n.Status.NodeInfo.BootID
 }

@@ -42,17 +42,19 @@ func (c *Controller) startReboot(ctx context.Context, pool *v1alpha1.NodePool, n
 	at := now
 	rec := disruption.Record{Reason: reason, Phase: disruption.PhaseDraining, Since: now, DrainStarted: &at, Message: why}
 	if kubeletGone(n) {
-		rec.Phase, rec.DrainStarted = disruption.PhaseRebooting, nil
+		// Nothing could be drained: recorded as rebooting before the
+		// provider is asked, as every step is.
+		rec.Phase, rec.DrainStarted, rec.RebootedAt, rec.BootID = disruption.PhaseRebooting, nil, &at, n.Status.NodeInfo.BootID
 	}
 	if err := c.markChosen(ctx, pool, n, rec, now); err != nil {
 		return err
 	}
-	c.event(n, corev1.EventTypeNormal, "RebootStarted", "sluice: "+string(reason)+": "+why+"; draining the node, then rebooting it in place")
 	c.opts.Log.Info("rebooting node in place", "node", n.Name, "nodepool", pool.Name, "reason", reason, "why", why)
 	if rec.Phase == disruption.PhaseRebooting {
-		fresh := n.DeepCopy()
-		return c.reboot(ctx, pool, fresh, &rec, "its kubelet is unreachable, so nothing could be drained", now)
+		c.event(n, corev1.EventTypeNormal, "RebootStarted", "sluice: "+string(reason)+": "+why+"; its kubelet is unreachable, so nothing can be drained: rebooting it in place")
+		return c.askReboot(ctx, pool, n, &rec, now)
 	}
+	c.event(n, corev1.EventTypeNormal, "RebootStarted", "sluice: "+string(reason)+": "+why+"; draining the node, then rebooting it in place")
 	return nil
 }
 
@@ -84,9 +86,13 @@ func (c *Controller) advanceReboot(ctx context.Context, pool *v1alpha1.NodePool,
 	if rec.Phase == disruption.PhaseDraining {
 		return launchingRecheck, c.rebootDrainStep(ctx, pool, n, rec, now)
 	}
+	rebootedAt := rec.Since // a record from before RebootedAt was kept
+	if rec.RebootedAt != nil {
+		rebootedAt = *rec.RebootedAt
+	}
 	if back, why := c.backFromReboot(pool, n, rec); back {
 		return 0, c.rebooted(ctx, pool, n, rec, now)
-	} else if rec.RebootedAt != nil && !now.Before(rec.RebootedAt.Add(rebootTimeout(pool, rec))) {
+	} else if !now.Before(rebootedAt.Add(rebootTimeout(pool, rec))) {
 		return 0, c.escalate(ctx, pool, n, rec, fmt.Sprintf("it did not come back from its reboot within %s (%s)", rebootTimeout(pool, rec), why), now)
 	}
 	return launchingRecheck, nil
@@ -137,20 +143,31 @@ func (c *Controller) rebootDrainStep(ctx context.Context, pool *v1alpha1.NodePoo
 	return err
 }
 
-// reboot asks the provider to reboot the node and records it, with the boot
-// the node is on now so that its return is told by a new one.
+// reboot records the node as rebooting, with the boot it is on now (its
+// return is told by a new one), then asks the provider: a controller killed
+// in between finds the record and, past the timeout, replaces the node; it
+// never reboots it twice.
 func (c *Controller) reboot(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, why string, now time.Time) error {
+	next := *rec
+	at := now
+	next.Phase, next.RebootedAt, next.BootID = disruption.PhaseRebooting, &at, n.Status.NodeInfo.BootID
+	if err := c.setRecord(ctx, n, &next); err != nil {
+		return err
+	}
+	c.movedOn(n.Name, rec, disruption.PhaseRebooting, now)
+	c.event(n, corev1.EventTypeNormal, "Rebooting", "sluice: "+why+"; the provider is rebooting the node in place")
+	return c.askReboot(ctx, pool, n, &next, now)
+}
+
+// askReboot asks the provider to reboot the node its record says is
+// rebooting; a refusal hands the node to the repair's replacement.
+func (c *Controller) askReboot(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
 	if err := c.machines.RebootMachine(ctx, pool, c.machines.MachineOf(pool, n)); err != nil {
 		c.event(n, corev1.EventTypeWarning, "RebootFailed", "sluice: the provider did not reboot the node: "+err.Error())
 		return c.escalate(ctx, pool, n, rec, "the provider did not reboot it: "+err.Error(), now)
 	}
-	next := *rec
-	at := now
-	next.Phase, next.RebootedAt, next.BootID = disruption.PhaseRebooting, &at, n.Status.NodeInfo.BootID
-	c.movedOn(n.Name, rec, disruption.PhaseRebooting, now)
-	c.event(n, corev1.EventTypeNormal, "Rebooting", "sluice: "+why+"; the provider is rebooting the node in place")
 	c.opts.Metrics.rebooted(pool.Name, rec.Reason)
-	return c.setRecord(ctx, n, &next)
+	return nil
 }
 
 // backFromReboot says whether the rebooted node serves again: on a new boot,
@@ -179,14 +196,8 @@ func (c *Controller) backFromReboot(pool *v1alpha1.NodePool, n *corev1.Node, rec
 // soon after, the repair replaces it), and removes the record.
 func (c *Controller) rebooted(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
 	if err := c.patchNode(ctx, n, func(m *corev1.Node) {
-		if ownership.CordonedBy(m) == OwnerReboot {
-			m.Spec.Unschedulable = false
-			delete(m.Annotations, contract.AnnotationCordonedBy)
-		}
-		if h, err := disruption.HealthRecordOf(m); err == nil && h != nil {
-			h.Rebooted = rec.RebootedAt
-			setAnnotation(m, contract.AnnotationUnhealthy, h.String())
-		}
+		liftRebootCordon(m)
+		noteRepairReboot(m, rec)
 	}); err != nil {
 		return err
 	}
@@ -203,20 +214,54 @@ func (c *Controller) rebooted(ctx context.Context, pool *v1alpha1.NodePool, n *c
 }
 
 // escalate hands a node the reboot did not mend to repair's next rung: its
-// replacement, replacement first, counted as Unhealthy. A pool whose breaker
-// holds waits.
+// replacement, replacement first, counted as Unhealthy (a reboot the OS
+// asked for that did not come back is replaced whatever the pool's repair
+// says). A pool whose breaker holds waits. A repair whose ladder has no
+// Replace ends here: the reboot's cordon lifted, the reboot noted (the
+// ladder does not start again), the node left as it is, and said so.
 func (c *Controller) escalate(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, why string, now time.Time) error {
 	if halt := c.halted(pool.Name); halt != "" {
 		return nil
 	}
-	if pool.Spec.Repair != nil && !containsStep(pool.Spec.Repair.StepsOrDefault(), v1alpha1.RepairReplace) {
-		c.event(n, corev1.EventTypeWarning, "RepairExhausted", "sluice: "+why+"; the pool's repair ladder has no Replace step, so the node is left as it is")
+	if rec.Reason == v1alpha1.ReasonUnhealthy && pool.Spec.Repair != nil && !containsStep(pool.Spec.Repair.StepsOrDefault(), v1alpha1.RepairReplace) {
+		if err := c.patchNode(ctx, n, func(m *corev1.Node) {
+			liftRebootCordon(m)
+			noteRepairReboot(m, rec)
+		}); err != nil {
+			return err
+		}
+		c.movedOn(n.Name, rec, phaseDone, now)
+		c.event(n, corev1.EventTypeWarning, "RepairExhausted", "sluice: "+why+"; the pool's repair ladder has no Replace step, so the node is left as it is: repair it by hand")
 		return c.setRecord(ctx, n, nil)
 	}
 	c.movedOn(n.Name, rec, phaseDone, now)
 	c.event(n, corev1.EventTypeWarning, "RepairEscalated", "sluice: "+why+"; replacing the node")
 	next := disruption.Record{Reason: v1alpha1.ReasonUnhealthy, Phase: disruption.PhaseLaunching, Since: now, Message: why}
 	return c.launchFor(ctx, pool, n, next, now)
+}
+
+// liftRebootCordon uncordons a node the reboot's drain cordoned (never a
+// person's or another owner's cordon).
+func liftRebootCordon(m *corev1.Node) {
+	if ownership.CordonedBy(m) == OwnerReboot {
+		m.Spec.Unschedulable = false
+		delete(m.Annotations, contract.AnnotationCordonedBy)
+	}
+}
+
+// noteRepairReboot notes a repair's reboot beside the node's health record
+// (contract.AnnotationRepairRebooted), which the record's own writes never
+// touch: broken again while that record lasts, the next step is not a
+// reboot.
+func noteRepairReboot(m *corev1.Node, rec *disruption.Record) {
+	if rec.Reason != v1alpha1.ReasonUnhealthy {
+		return
+	}
+	at := rec.Since
+	if rec.RebootedAt != nil {
+		at = *rec.RebootedAt
+	}
+	setAnnotation(m, contract.AnnotationRepairRebooted, at.UTC().Format(time.RFC3339))
 }
 
 func containsStep(steps []v1alpha1.RepairStep, s v1alpha1.RepairStep) bool {

@@ -26,7 +26,6 @@ import (
 // gone.
 func TestRebootsKeepToWindowsBudgetsAndBlockers(t *testing.T) {
 	prom := promtest.New(t)
-	prom.SetAlerts(promtest.Alert{Labels: map[string]string{"alertname": "DatabaseReplicationLag"}, State: promtest.StateFiring, ActiveAt: time.Now()})
 	s := newScene(t, 6, func(p *v1alpha1.NodePool) {
 		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "2", Reasons: []v1alpha1.DisruptionReason{v1alpha1.ReasonRebootRequired}}}
 		p.Spec.Reboot = &v1alpha1.RebootSpec{
@@ -77,8 +76,10 @@ func TestRebootsKeepToWindowsBudgetsAndBlockers(t *testing.T) {
 		return len(rebooted) == 0
 	}
 	s.start(t)
+	// No alert fires yet: only the window holds the reboots.
 	s.holdsFor(t, 15*time.Second, "no reboot while the window is closed", none)
 
+	prom.SetAlerts(promtest.Alert{Labels: map[string]string{"alertname": "DatabaseReplicationLag"}, State: promtest.StateFiring, ActiveAt: time.Now()})
 	s.edit(t, func(p *v1alpha1.NodePool) { p.Spec.Reboot.Windows = nil })
 	s.holdsFor(t, 15*time.Second, "no reboot while an alert blocks", none)
 	if prom.Requests() == 0 {

@@ -3,20 +3,15 @@ package nodepool
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/sluice-dev/sluice/internal/alerts"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
-	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // alertsRecheck is how long one reading of a pool's Prometheus alerts is
@@ -37,10 +32,10 @@ type alertReading struct {
 // inside the pool's reboot windows, unless protected (do-not-disrupt), a
 // blocking pod runs on the node, or Prometheus has alerts that block.
 func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool, v *view, l *ledger, now time.Time) (time.Duration, error) {
-	waiting := rebootWaiting(v, now)
+	waiting := disruption.RebootWaiting(v.Nodes, v.Replacements, now)
 	oldest := time.Duration(0)
 	if len(waiting) > 0 {
-		oldest = now.Sub(waiting[0].since)
+		oldest = now.Sub(waiting[0].Since)
 	}
 	c.opts.Metrics.rebootWaiting(pool.Name, oldest)
 	spec := pool.Spec.Reboot
@@ -54,9 +49,12 @@ func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool
 	if !open {
 		return next, nil
 	}
-	if why := c.blockingAlerts(ctx, pool, now); why != "" {
+	// A plan (sluice plan, run by a person) does not reach the cluster's
+	// Prometheus from where it runs: it says what it would do if no alert
+	// blocks.
+	if why := c.blockingAlerts(ctx, pool, now); why != "" && c.planned == nil {
 		for _, w := range waiting {
-			c.holdReboot(w.node, why)
+			c.holdReboot(w.Node, why)
 		}
 		return alertsRecheck, nil
 	}
@@ -65,14 +63,14 @@ func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool
 		errs []error
 	)
 	for _, w := range waiting {
-		n := w.node
+		n := w.Node
 		ok, until, err := c.eligible(pool, v, n, now)
 		wait = sooner(wait, until)
 		errs = appendErr(errs, err)
 		if !ok {
 			continue
 		}
-		if why, err := blockingPod(spec, v, n); err != nil || why != "" {
+		if why, err := c.blockingPod(spec, v, n); err != nil || why != "" {
 			errs = appendErr(errs, err)
 			if why != "" {
 				c.holdReboot(n, why)
@@ -87,7 +85,7 @@ func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool
 		if a.Nodes < 1 {
 			break
 		}
-		why := "its OS asked for a reboot at " + w.since.UTC().Format(time.RFC3339)
+		why := "its OS asked for a reboot at " + w.Since.UTC().Format(time.RFC3339)
 		if c.machines.CanReboot(pool) {
 			err = c.startReboot(ctx, pool, n, v1alpha1.ReasonRebootRequired, why, now)
 		} else {
@@ -113,34 +111,6 @@ func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool
 	return wait, errors.Join(errs...)
 }
 
-// waitingNode is a member whose OS asked for a reboot, and since when.
-type waitingNode struct {
-	node  *corev1.Node
-	since time.Time
-}
-
-// rebootWaiting lists the members asking for a reboot, not yet taken by any
-// method, longest waiting first.
-func rebootWaiting(v *view, now time.Time) []waitingNode {
-	var out []waitingNode
-	for _, n := range v.Nodes {
-		raw, ok := n.Annotations[contract.AnnotationRebootRequired]
-		if !ok || v.Replacements[n.Name] {
-			continue
-		}
-		if _, recorded := n.Annotations[contract.AnnotationDisruption]; recorded {
-			continue
-		}
-		since, err := time.Parse(time.RFC3339, raw)
-		if err != nil || since.After(now) {
-			since = now
-		}
-		out = append(out, waitingNode{node: n, since: since})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].since.Before(out[j].since) })
-	return out
-}
-
 // rebootWindowOpen says whether a reboot may start now, and otherwise how
 // long until the next window opens (zero when none will).
 func rebootWindowOpen(spec *v1alpha1.RebootSpec, now time.Time) (bool, time.Duration, error) {
@@ -151,9 +121,9 @@ func rebootWindowOpen(spec *v1alpha1.RebootSpec, now time.Time) (bool, time.Dura
 	return false, at.Sub(now) + time.Second, nil
 }
 
-// blockingPod names the pod on the node that holds its reboot (kured's
-// blocking pod selector), "" when none does.
-func blockingPod(spec *v1alpha1.RebootSpec, v *view, n *corev1.Node) (string, error) {
+// blockingPod names the pod on the node that holds its reboot
+// (disruption.BlockingPod), "" when none does.
+func (c *Controller) blockingPod(spec *v1alpha1.RebootSpec, v *view, n *corev1.Node) (string, error) {
 	if len(spec.BlockingPodSelectors) == 0 {
 		return "", nil
 	}
@@ -161,18 +131,7 @@ func blockingPod(spec *v1alpha1.RebootSpec, v *view, n *corev1.Node) (string, er
 	if err != nil {
 		return "", err
 	}
-	for i := range spec.BlockingPodSelectors {
-		sel, err := metav1.LabelSelectorAsSelector(&spec.BlockingPodSelectors[i])
-		if err != nil {
-			return "", fmt.Errorf("spec.reboot.blockingPodSelectors[%d]: %w", i, err)
-		}
-		for _, p := range pods {
-			if p.DeletionTimestamp == nil && sel.Matches(labels.Set(p.Labels)) {
-				return fmt.Sprintf("pod %s/%s matches blockingPodSelectors[%d] (%s)", p.Namespace, p.Name, i, sel), nil
-			}
-		}
-	}
-	return "", nil
+	return disruption.BlockingPod(spec, pods)
 }
 
 // blockingAlerts says why the pool's Prometheus holds its reboots, "" when
@@ -180,7 +139,7 @@ func blockingPod(spec *v1alpha1.RebootSpec, v *view, n *corev1.Node) (string, er
 // holds them too: not knowing is not all clear).
 func (c *Controller) blockingAlerts(ctx context.Context, pool *v1alpha1.NodePool, now time.Time) string {
 	p := pool.Spec.Reboot.Prometheus
-	if p == nil {
+	if p == nil || c.planned != nil {
 		return ""
 	}
 	c.mu.Lock()

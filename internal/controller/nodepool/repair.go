@@ -51,7 +51,7 @@ func (c *Controller) observeHealth(ctx context.Context, pool *v1alpha1.NodePool,
 		v.health = nil
 		c.setHalt(pool.Name, "")
 		c.opts.Metrics.observeHealth(pool.Name, 0, "")
-		return 0, nil
+		return 0, c.forgetHealth(ctx, v)
 	}
 	h := &health{}
 	var (
@@ -59,8 +59,8 @@ func (c *Controller) observeHealth(ctx context.Context, pool *v1alpha1.NodePool,
 		errs []error
 	)
 	for _, n := range v.Nodes {
-		if v.Replacements[n.Name] || !n.DeletionTimestamp.IsZero() {
-			continue
+		if v.Replacements[n.Name] || !n.DeletionTimestamp.IsZero() || rebootingForOS(n) {
+			continue // a replacement booting, or an OS reboot's downtime, is not a breakage
 		}
 		nh := disruption.HealthOf(spec, n, now)
 		if nh.Changed && !c.opts.DryRun {
@@ -107,14 +107,39 @@ func (c *Controller) observeHealth(ctx context.Context, pool *v1alpha1.NodePool,
 	return wait, errors.Join(errs...)
 }
 
-// writeHealth writes (or, with nil, removes) the node's health record: a
-// merge patch of the one annotation, which only this controller writes.
-func (c *Controller) writeHealth(ctx context.Context, cached *corev1.Node, rec *disruption.HealthRecord) error {
-	var value any
-	if rec != nil {
-		value = rec.String()
+// rebootingForOS says whether the node is being rebooted for its OS (its
+// record is RebootRequired's).
+func rebootingForOS(n *corev1.Node) bool {
+	rec, err := disruption.RecordOf(n)
+	return err == nil && rec != nil && rec.Reason == v1alpha1.ReasonRebootRequired
+}
+
+// forgetHealth removes the health records of a pool that no longer repairs:
+// turned on again later, its clocks start afresh.
+func (c *Controller) forgetHealth(ctx context.Context, v *view) error {
+	if c.opts.DryRun {
+		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{contract.AnnotationUnhealthy: value}}})
+	var errs []error
+	for _, n := range v.Nodes {
+		_, noted := n.Annotations[contract.AnnotationUnhealthy]
+		_, rebooted := n.Annotations[contract.AnnotationRepairRebooted]
+		if noted || rebooted {
+			errs = appendErr(errs, c.writeHealth(ctx, n, nil))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeHealth writes (or, with nil, removes) the node's health record: a
+// merge patch of the one annotation, which only this controller writes. A
+// record's removal takes the repair's reboot note with it.
+func (c *Controller) writeHealth(ctx context.Context, cached *corev1.Node, rec *disruption.HealthRecord) error {
+	annotations := map[string]any{contract.AnnotationUnhealthy: nil, contract.AnnotationRepairRebooted: nil}
+	if rec != nil {
+		annotations = map[string]any{contract.AnnotationUnhealthy: rec.String()}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
 		return err
 	}
@@ -156,12 +181,14 @@ func (c *Controller) repair(ctx context.Context, pool *v1alpha1.NodePool, v *vie
 		case v1alpha1.RepairReboot:
 			err = c.startReboot(ctx, pool, n, v1alpha1.ReasonUnhealthy, why, now)
 		case v1alpha1.RepairReplace:
-			if nh.Record.Rebooted != nil {
-				why += "; broken again after its reboot at " + nh.Record.Rebooted.UTC().Format(time.RFC3339)
+			if nh.Rebooted != nil {
+				why += "; broken again after its reboot at " + nh.Rebooted.UTC().Format(time.RFC3339)
 			}
 			err = c.choose(ctx, pool, disruption.Candidate{Node: n, Reason: v1alpha1.ReasonUnhealthy, Why: why}, now)
 		default:
-			continue // the ladder is spent: RepairExhausted was said
+			c.event(n, corev1.EventTypeWarning, "RepairExhausted", "sluice: "+why+
+				"; the pool's repair ladder has no step left for it (a reboot was tried, or the provider cannot reboot, and spec.repair.steps has no Replace): repair it by hand")
+			continue
 		}
 		stop, next, err := chosenOutcome(err)
 		errs = appendErr(errs, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
+	"github.com/sluice-dev/sluice/pkg/ownership"
 )
 
 // launchingRecheck is how often a pool with a replacement on its way looks
@@ -364,6 +365,13 @@ func (c *Controller) abandon(ctx context.Context, pool *v1alpha1.NodePool, n *co
 	c.event(n, corev1.EventTypeWarning, "ReplacementFailed", "sluice: the node stays in service: "+why)
 	c.event(pool, corev1.EventTypeWarning, "ReplacementFailed", fmt.Sprintf("sluice: node %s stays in service: %s", n.Name, why))
 	c.opts.Log.Error("replacement given up; the node stays in service", "node", n.Name, "nodepool", pool.Name, "why", why)
+	if ownership.CordonedBy(n) == OwnerReboot {
+		// A reboot that did not mend the node drained it first: its
+		// cordon goes with the record.
+		if err := c.patchNode(ctx, n, liftRebootCordon); err != nil {
+			return err
+		}
+	}
 	if err := c.setRecord(ctx, n, nil); err != nil {
 		return err
 	}
