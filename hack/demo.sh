@@ -126,15 +126,18 @@ wait_for_event "$broken" Repaired 120
 run $sluice explain node "$broken"
 
 echo
-echo "# Unattended upgrades left /var/run/reboot-required on $patched; its agent reports it on the Node"
-echo "# (here written by hand: the sandbox's nodes have no OS). sluice forecasts the pending reboots, then"
-echo "# drains the node, reboots it through the provider, waits for it on a new boot, and uncordons it."
-step "kubectl annotate node $patched maintenance.sluice.dev/reboot-required=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-kubectl annotate node "$patched" "maintenance.sluice.dev/reboot-required=$(date -u +%Y-%m-%dT%H:%M:%SZ)" --overwrite >/dev/null || true
+echo "# Unattended upgrades left /var/run/reboot-required on both batch nodes; their agents report it on"
+echo "# the Nodes (here written by hand: the sandbox's nodes have no OS). The budget (50% of 2) lets one"
+echo "# go at a time: sluice drains it, reboots it through the provider, waits for it on a new boot,"
+echo "# uncordons it, then takes the next. sluice plan reboots forecasts what is left."
+asked="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+step "kubectl annotate node $patched $broken maintenance.sluice.dev/reboot-required=$asked"
+kubectl annotate node "$patched" "$broken" "maintenance.sluice.dev/reboot-required=$asked" --overwrite >/dev/null || true
 run $sluice plan reboots batch
-step "# waiting for the Rebooted event on $patched"
+step "# waiting for the Rebooted events on $patched and $broken"
 wait_for_event "$patched" Rebooted 120
-step "# the node's Events"; events "$patched" || true
+wait_for_event "$broken" Rebooted 120
+step "# $patched's Events"; events "$patched" || true
 
 echo
 echo "The sandbox keeps running (KUBECONFIG=$KUBECONFIG); 'make demo-down' removes it."

@@ -28,8 +28,9 @@ var kwokConditions = map[corev1.NodeConditionType]bool{
 }
 
 // Reboot restarts a registered machine in place, as a cloud's reboot does
-// to a VM: its Node gets a new boot ID and is NotReady for the provider's
-// reboot downtime. A fault the sandbox put on the node (not-ready, a bad
+// to a VM: its Node is NotReady for the provider's reboot downtime, then
+// comes back with a new boot ID (a kubelet reports its boot when it starts
+// again, so the new ID never shows before the node went down). A fault the sandbox put on the node (not-ready, a bad
 // condition) and the OS's reboot-required report go with the old boot,
 // unless the node is annotated contract.SandboxFaultSurvivesReboot (a broken
 // disk outlives a reboot). A machine without a Node is not found.
@@ -53,35 +54,37 @@ func (p *Provider) Reboot(ctx context.Context, name string) error {
 	if err := p.patch(ctx, node.Name, types.MergePatchType, map[string]any{"metadata": map[string]any{"annotations": annotations}}, ""); err != nil {
 		return err
 	}
-	status := map[string]any{"nodeInfo": map[string]any{"bootID": newBootID()}}
-	if !survives {
-		var kept []corev1.NodeCondition
-		for _, c := range node.Status.Conditions {
-			if kwokConditions[c.Type] {
-				kept = append(kept, c)
-			}
-		}
-		if len(kept) != len(node.Status.Conditions) {
-			status["conditions"] = kept
-		}
+	if survives {
+		// The machine rebooted and its fault came back with it.
+		return p.patch(ctx, node.Name, types.MergePatchType, map[string]any{"status": map[string]any{"nodeInfo": map[string]any{"bootID": newBootID()}}}, "status")
 	}
-	// A merge patch replaces the conditions list whole: the fault's go.
-	if err := p.patch(ctx, node.Name, types.MergePatchType, map[string]any{"status": status}, "status"); err != nil {
-		return err
-	}
-	if !survives {
-		go p.bootAfter(context.WithoutCancel(ctx), node.Name)
-	}
+	go p.bootAfter(context.WithoutCancel(ctx), node.Name)
 	return nil
 }
 
-// bootAfter ends the reboot's downtime: the node's kubelet reports Ready
-// again (kwok's sluice-node-ready stage) once the annotation goes.
+// bootAfter ends the reboot's downtime: the kubelet reports its new boot,
+// without the conditions a fault set (a merge patch replaces the list
+// whole), and Ready again (kwok's sluice-node-ready stage) once the
+// not-ready annotation goes.
 func (p *Provider) bootAfter(ctx context.Context, node string) {
 	<-p.clock.After(p.opts.RebootDowntime)
 	n, err := p.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil || n.Annotations[contract.SandboxNotReady] != "rebooting" {
 		return // gone, or a fault came back meanwhile
+	}
+	status := map[string]any{"nodeInfo": map[string]any{"bootID": newBootID()}}
+	var kept []corev1.NodeCondition
+	for _, c := range n.Status.Conditions {
+		if kwokConditions[c.Type] {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) != len(n.Status.Conditions) {
+		status["conditions"] = kept
+	}
+	if err := p.patch(ctx, node, types.MergePatchType, map[string]any{"status": status}, "status"); err != nil {
+		p.opts.Log.Error("ending a reboot's downtime", "node", node, "err", err)
+		return
 	}
 	if err := p.patch(ctx, node, types.MergePatchType, map[string]any{"metadata": map[string]any{"annotations": map[string]any{contract.SandboxNotReady: nil}}}, ""); err != nil {
 		p.opts.Log.Error("ending a reboot's downtime", "node", node, "err", err)
