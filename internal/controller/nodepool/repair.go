@@ -53,29 +53,7 @@ func (c *Controller) observeHealth(ctx context.Context, pool *v1alpha1.NodePool,
 		c.opts.Metrics.observeHealth(pool.Name, 0, "")
 		return 0, c.forgetHealth(ctx, v)
 	}
-	h := &health{}
-	var (
-		wait time.Duration
-		errs []error
-	)
-	for _, n := range v.Nodes {
-		if v.Replacements[n.Name] || !n.DeletionTimestamp.IsZero() || rebootingForOS(n) {
-			continue // a replacement booting, or an OS reboot's downtime, is not a breakage
-		}
-		nh := disruption.HealthOf(spec, n, now)
-		if nh.Changed && !c.opts.DryRun {
-			errs = appendErr(errs, c.writeHealth(ctx, n, nh.Record))
-		}
-		switch {
-		case nh.DueAt(now):
-			h.due++
-		case nh.Unhealthy():
-			wait = sooner(wait, nh.Due.Sub(now)+time.Second)
-		case nh.Record != nil && nh.Record.HealthySince != nil:
-			wait = sooner(wait, nh.Record.HealthySince.Add(spec.FlapGraceOrDefault()).Sub(now)+time.Second)
-		}
-		h.nodes = append(h.nodes, nh)
-	}
+	h, wait, errs := c.judgeHealth(ctx, spec, v, now)
 	halt, err := disruption.Breaker(spec, h.nodes, v.clusterNotReady, v.clusterNodes)
 	if err != nil {
 		return wait, errors.Join(append(errs, err)...)
@@ -105,6 +83,36 @@ func (c *Controller) observeHealth(ctx context.Context, pool *v1alpha1.NodePool,
 	}
 	c.opts.Metrics.observeHealth(pool.Name, unhealthy, held)
 	return wait, errors.Join(errs...)
+}
+
+// judgeHealth judges each member (replacements booting and nodes down for
+// an OS reboot left out) and writes the health records that changed; it
+// returns how long until a clock comes due or a grace ends.
+func (c *Controller) judgeHealth(ctx context.Context, spec *v1alpha1.RepairSpec, v *view, now time.Time) (*health, time.Duration, []error) {
+	h := &health{}
+	var (
+		wait time.Duration
+		errs []error
+	)
+	for _, n := range v.Nodes {
+		if v.Replacements[n.Name] || !n.DeletionTimestamp.IsZero() || rebootingForOS(n) {
+			continue // a replacement booting, or an OS reboot's downtime, is not a breakage
+		}
+		nh := disruption.HealthOf(spec, n, now)
+		if nh.Changed && !c.opts.DryRun {
+			errs = appendErr(errs, c.writeHealth(ctx, n, nh.Record))
+		}
+		switch {
+		case nh.DueAt(now):
+			h.due++
+		case nh.Unhealthy():
+			wait = sooner(wait, nh.Due.Sub(now)+time.Second)
+		case nh.Record != nil && nh.Record.HealthySince != nil:
+			wait = sooner(wait, nh.Record.HealthySince.Add(spec.FlapGraceOrDefault()).Sub(now)+time.Second)
+		}
+		h.nodes = append(h.nodes, nh)
+	}
+	return h, wait, errs
 }
 
 // rebootingForOS says whether the node is being rebooted for its OS (its
