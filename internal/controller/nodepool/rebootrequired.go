@@ -3,6 +3,7 @@ package nodepool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -86,11 +87,10 @@ func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool
 			break
 		}
 		why := "its OS asked for a reboot at " + w.Since.UTC().Format(time.RFC3339)
-		if c.machines.CanReboot(pool) {
-			err = c.startReboot(ctx, pool, n, v1alpha1.ReasonRebootRequired, why, now)
-		} else {
-			err = c.choose(ctx, pool, disruption.Candidate{Node: n, Reason: v1alpha1.ReasonRebootRequired,
-				Why: why + "; the provider cannot reboot a machine in place, so it is replaced"}, now)
+		replaced, err := c.rebootOne(ctx, pool, v, l, n, why, now)
+		if errors.Is(err, errNoRoom) {
+			l.halted = true
+			break
 		}
 		stop, skip, err := chosenOutcome(err)
 		errs = appendErr(errs, err)
@@ -103,12 +103,33 @@ func (c *Controller) rebootRequired(ctx context.Context, pool *v1alpha1.NodePool
 		}
 		v.Unseen = append(v.Unseen, n.Name)
 		l.disrupting++
+		if replaced {
+			l.pending++
+		}
 		wait = sooner(wait, launchingRecheck)
 		c.mu.Lock()
 		delete(c.rebootHeld, n.Name)
 		c.mu.Unlock()
 	}
 	return wait, errors.Join(errs...)
+}
+
+// errNoRoom: a replacement would pass the pool's limits.
+var errNoRoom = errors.New("no room in the pool's limits")
+
+// rebootOne starts the node's reboot in place, or, where the provider cannot
+// reboot, its replacement (a fresh node runs the patched image) within the
+// pool's limits (errNoRoom when they leave none). replaced says which.
+func (c *Controller) rebootOne(ctx context.Context, pool *v1alpha1.NodePool, v *view, l *ledger, n *corev1.Node, why string, now time.Time) (bool, error) {
+	if c.machines.CanReboot(pool) {
+		return false, c.startReboot(ctx, pool, n, v1alpha1.ReasonRebootRequired, why, now)
+	}
+	if over := overPoolLimits(pool, v, n, l.pending); over != "" {
+		c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf("sluice: RebootRequired nodes wait to be replaced: %s", over))
+		return true, errNoRoom
+	}
+	return true, c.choose(ctx, pool, disruption.Candidate{Node: n, Reason: v1alpha1.ReasonRebootRequired,
+		Why: why + "; the provider cannot reboot a machine in place, so it is replaced"}, now)
 }
 
 // rebootWindowOpen says whether a reboot may start now, and otherwise how

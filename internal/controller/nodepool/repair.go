@@ -184,6 +184,7 @@ func (c *Controller) repair(ctx context.Context, pool *v1alpha1.NodePool, v *vie
 		}
 		why := fmt.Sprintf("unhealthy since %s: %s, past its toleration %s", nh.Record.Since.UTC().Format(time.RFC3339), nh.Describe(), nh.Bad.Toleration.Duration)
 		counted := countsAlready(n, now)
+		replaced := false
 		var err error
 		switch step := disruption.NextStep(pool.Spec.Repair, nh, c.machines.CanReboot(pool)); step {
 		case v1alpha1.RepairReboot:
@@ -192,7 +193,14 @@ func (c *Controller) repair(ctx context.Context, pool *v1alpha1.NodePool, v *vie
 			if nh.Rebooted != nil {
 				why += "; broken again after its reboot at " + nh.Rebooted.UTC().Format(time.RFC3339)
 			}
+			// Replacement first needs room for one more machine, as for
+			// every other method.
+			if over := overPoolLimits(pool, v, n, l.pending); over != "" {
+				c.event(pool, corev1.EventTypeNormal, "LimitReached", fmt.Sprintf("sluice: broken node %s waits to be replaced: %s", n.Name, over))
+				continue
+			}
 			err = c.choose(ctx, pool, disruption.Candidate{Node: n, Reason: v1alpha1.ReasonUnhealthy, Why: why}, now)
+			replaced = true
 		default:
 			c.event(n, corev1.EventTypeWarning, "RepairExhausted", "sluice: "+why+
 				"; the pool's repair ladder has no step left for it (a reboot was tried, or the provider cannot reboot, and spec.repair.steps has no Replace): repair it by hand")
@@ -210,6 +218,9 @@ func (c *Controller) repair(ctx context.Context, pool *v1alpha1.NodePool, v *vie
 		v.Unseen = append(v.Unseen, n.Name)
 		if !counted {
 			l.disrupting++
+		}
+		if replaced {
+			l.pending++
 		}
 	}
 	return launchingRecheck, errors.Join(errs...)
