@@ -69,12 +69,9 @@ func (e *Explanation) explainHealth(pool *v1alpha1.NodePool, node *corev1.Node, 
 		// The provider's abilities are the controller's to know; explain
 		// names the ladder's step as a provider that reboots would take it.
 		f.NextStep = NextStep(spec, h, true)
-		healths := make([]Health, 0, len(members))
-		for _, m := range members {
-			if m.DeletionTimestamp == nil {
-				healths = append(healths, HealthOf(spec, m, now))
-			}
-		}
+		// The cluster-wide scope needs every node, which explain does
+		// not read: only the pool's and its zones' limits are weighed.
+		healths := PoolHealth(spec, members, Replacements(members), now)
 		if halt, err := Breaker(spec, healths, 0, 0); err == nil && halt != nil {
 			f.Halted = halt.String()
 		}
@@ -150,10 +147,8 @@ func RebootWindowOpen(spec *v1alpha1.RebootSpec, now time.Time) (bool, time.Time
 	if len(spec.Windows) == 0 {
 		return true, time.Time{}, nil
 	}
-	windows := make([]v1alpha1.Budget, len(spec.Windows))
-	for i, w := range spec.Windows {
-		schedule, d := w.Schedule, w.Duration
-		windows[i] = v1alpha1.Budget{Nodes: "0", Schedule: &schedule, Duration: &d, TimeZone: w.TimeZone}
+	windows := spec.WindowBudgets()
+	for i := range windows {
 		open, err := budget.Active(windows[i], now)
 		if err != nil {
 			return false, time.Time{}, fmt.Errorf("spec.reboot.windows[%d]: %w", i, err)

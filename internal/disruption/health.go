@@ -137,6 +137,28 @@ func HealthOf(spec *v1alpha1.RepairSpec, n *corev1.Node, now time.Time) Health {
 	return h
 }
 
+// PoolHealth judges the members the repair counts, in their order:
+// replacements booting (named in replacements), nodes being deleted and
+// nodes down for a reboot their OS asked for are left out, none of them a
+// breakage. The controller and `sluice explain` count the breaker from it.
+func PoolHealth(spec *v1alpha1.RepairSpec, members []*corev1.Node, replacements map[string]bool, now time.Time) []Health {
+	out := make([]Health, 0, len(members))
+	for _, n := range members {
+		if replacements[n.Name] || n.DeletionTimestamp != nil || rebootingForOS(n) {
+			continue
+		}
+		out = append(out, HealthOf(spec, n, now))
+	}
+	return out
+}
+
+// rebootingForOS says whether the node is being rebooted for its OS (its
+// record is RebootRequired's).
+func rebootingForOS(n *corev1.Node) bool {
+	rec, err := RecordOf(n)
+	return err == nil && rec != nil && rec.Reason == v1alpha1.ReasonRebootRequired
+}
+
 // badCondition is the first of the pool's repair conditions the node shows.
 func badCondition(spec *v1alpha1.RepairSpec, n *corev1.Node) (*v1alpha1.RepairCondition, *corev1.NodeCondition) {
 	conds := spec.ConditionsOrDefault()

@@ -115,12 +115,7 @@ func HealthError(pool *v1alpha1.NodePool) error {
 	if rb == nil {
 		return nil
 	}
-	windows := make([]v1alpha1.Budget, len(rb.Windows))
-	for i, w := range rb.Windows {
-		schedule, d := w.Schedule, w.Duration
-		windows[i] = v1alpha1.Budget{Nodes: "0", Schedule: &schedule, Duration: &d, TimeZone: w.TimeZone}
-	}
-	if err := budget.Validate(windows); err != nil {
+	if err := budget.Validate(rb.WindowBudgets()); err != nil {
 		return fmt.Errorf("spec.reboot.windows: %w", err)
 	}
 	for i := range rb.BlockingPodSelectors {

@@ -29,9 +29,6 @@ type view struct {
 // does not show yet.
 func (v *view) unseen(node string) bool { return slices.Contains(v.Unseen, node) }
 
-// budgetDisrupting is budget.Disrupting, for the repair's count.
-var budgetDisrupting = budget.Disrupting
-
 // countCluster notes how many of the cluster's nodes outside the pool are
 // not Ready.
 func (v *view) countCluster(nodes []corev1.Node) {

@@ -3,6 +3,7 @@ package nodepool
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -223,7 +224,7 @@ func (c *Controller) escalate(ctx context.Context, pool *v1alpha1.NodePool, n *c
 	if halt := c.halted(pool.Name); halt != "" {
 		return nil
 	}
-	if rec.Reason == v1alpha1.ReasonUnhealthy && pool.Spec.Repair != nil && !containsStep(pool.Spec.Repair.StepsOrDefault(), v1alpha1.RepairReplace) {
+	if rec.Reason == v1alpha1.ReasonUnhealthy && pool.Spec.Repair != nil && !slices.Contains(pool.Spec.Repair.StepsOrDefault(), v1alpha1.RepairReplace) {
 		if err := c.patchNode(ctx, n, func(m *corev1.Node) {
 			liftRebootCordon(m)
 			noteRepairReboot(m, rec)
@@ -262,15 +263,6 @@ func noteRepairReboot(m *corev1.Node, rec *disruption.Record) {
 		at = *rec.RebootedAt
 	}
 	setAnnotation(m, contract.AnnotationRepairRebooted, at.UTC().Format(time.RFC3339))
-}
-
-func containsStep(steps []v1alpha1.RepairStep, s v1alpha1.RepairStep) bool {
-	for _, x := range steps {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // phaseDone is a reboot record this controller has finished with (back in

@@ -21,6 +21,9 @@ const alertsRecheck = 30 * time.Second
 
 // alertReading is the last answer of a pool's Prometheus server.
 type alertReading struct {
+	// of is the settings it was read with: an edit of the pool's
+	// prometheus settings reads again at once.
+	of    v1alpha1.PrometheusAlerts
 	at    time.Time
 	names []string
 	err   error
@@ -166,8 +169,8 @@ func (c *Controller) blockingAlerts(ctx context.Context, pool *v1alpha1.NodePool
 	c.mu.Lock()
 	r, ok := c.alerts[pool.Name]
 	c.mu.Unlock()
-	if !ok || now.Sub(r.at) >= alertsRecheck {
-		r = alertReading{at: now}
+	if !ok || r.of != *p || now.Sub(r.at) >= alertsRecheck {
+		r = alertReading{of: *p, at: now}
 		checker := &alerts.Checker{URL: p.URL, MatchOnly: p.AlertFilterMatchOnly, FiringOnly: p.FiringOnly}
 		if p.AlertFilterRegexp != "" {
 			re, err := regexp.Compile(p.AlertFilterRegexp)

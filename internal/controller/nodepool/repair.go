@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
@@ -85,8 +86,8 @@ func (c *Controller) observeHealth(ctx context.Context, pool *v1alpha1.NodePool,
 	return wait, errors.Join(errs...)
 }
 
-// judgeHealth judges each member (replacements booting and nodes down for
-// an OS reboot left out) and writes the health records that changed; it
+// judgeHealth judges the members the repair counts (disruption.PoolHealth)
+// and writes the health records that changed; it
 // returns how long until a clock comes due or a grace ends.
 func (c *Controller) judgeHealth(ctx context.Context, spec *v1alpha1.RepairSpec, v *view, now time.Time) (*health, time.Duration, []error) {
 	h := &health{}
@@ -94,13 +95,9 @@ func (c *Controller) judgeHealth(ctx context.Context, spec *v1alpha1.RepairSpec,
 		wait time.Duration
 		errs []error
 	)
-	for _, n := range v.Nodes {
-		if v.Replacements[n.Name] || !n.DeletionTimestamp.IsZero() || rebootingForOS(n) {
-			continue // a replacement booting, or an OS reboot's downtime, is not a breakage
-		}
-		nh := disruption.HealthOf(spec, n, now)
+	for _, nh := range disruption.PoolHealth(spec, v.Nodes, v.Replacements, now) {
 		if nh.Changed && !c.opts.DryRun {
-			errs = appendErr(errs, c.writeHealth(ctx, n, nh.Record))
+			errs = appendErr(errs, c.writeHealth(ctx, nh.Node, nh.Record))
 		}
 		switch {
 		case nh.DueAt(now):
@@ -113,13 +110,6 @@ func (c *Controller) judgeHealth(ctx context.Context, spec *v1alpha1.RepairSpec,
 		h.nodes = append(h.nodes, nh)
 	}
 	return h, wait, errs
-}
-
-// rebootingForOS says whether the node is being rebooted for its OS (its
-// record is RebootRequired's).
-func rebootingForOS(n *corev1.Node) bool {
-	rec, err := disruption.RecordOf(n)
-	return err == nil && rec != nil && rec.Reason == v1alpha1.ReasonRebootRequired
 }
 
 // forgetHealth removes the health records of a pool that no longer repairs:
@@ -292,6 +282,6 @@ func (c *Controller) setRepairCondition(status *v1alpha1.NodePoolStatus, pool *v
 // countsAlready says whether the node counts against the budgets already (a
 // broken node that is NotReady does).
 func countsAlready(n *corev1.Node, now time.Time) bool {
-	_, c := budgetDisrupting(n, now)
+	_, c := budget.Disrupting(n, now)
 	return c
 }

@@ -209,6 +209,17 @@ func (r *RebootSpec) TimeoutOrDefault() time.Duration {
 	return r.Timeout.Duration
 }
 
+// WindowBudgets are the reboot windows as scheduled budgets (of no nodes),
+// so that the one reading of a budget's schedule serves both.
+func (r *RebootSpec) WindowBudgets() []Budget {
+	out := make([]Budget, len(r.Windows))
+	for i, w := range r.Windows {
+		schedule, d := w.Schedule, w.Duration
+		out[i] = Budget{Nodes: "0", Schedule: &schedule, Duration: &d, TimeZone: w.TimeZone}
+	}
+	return out
+}
+
 // RebootWindow is when reboots may start.
 type RebootWindow struct {
 	// Schedule is a cron expression (five fields, or a macro such as
