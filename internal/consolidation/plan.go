@@ -327,7 +327,7 @@ func (s *sim) try(set []*candidate, kind Kind) (*Command, BlockerKey, string) {
 	sortLargestFirst(moving)
 	var left []*corev1.Pod
 	for _, p := range moving {
-		to, _ := s.cluster.Place(p)
+		to := s.cluster.Fit(p)
 		if to == "" {
 			left = append(left, p)
 			continue
@@ -378,7 +378,7 @@ func (s *sim) placeOn(node string, pods []*corev1.Pod, from map[*corev1.Pod]stri
 	s.cluster.Uncordon(node)
 	moves := make([]Move, 0, len(pods))
 	for _, p := range pods {
-		to, _ := s.cluster.Place(p)
+		to := s.cluster.Fit(p)
 		if to != node {
 			return nil, false
 		}

@@ -49,6 +49,7 @@ type Cluster struct {
 	indexes map[string]*index     // matching-pod counts, built on first use
 	buckets indexBuckets          // the same indexes, by the label a pod must carry to count
 	cursors map[string]int        // pod shape -> first node that may still fit it
+	byLabel map[string][]int      // "key=value" -> positions of the nodes with that label, built on first use
 	anti    map[string]*antiGroup // placed pods' required anti-affinity terms, grouped
 	journal []change              // what to undo, while a snapshot is open
 	open    int                   // snapshots not yet restored
@@ -120,14 +121,7 @@ func (c *Cluster) Place(pod *corev1.Pod) (string, string) {
 		ns := c.nodes[i]
 		failures := c.check(pod, ns, info)
 		if len(failures) == 0 {
-			if info.shape != "" {
-				c.cursors[info.shape] = i
-			}
-			placed := pod.DeepCopy()
-			placed.Spec.NodeName = ns.node.Name
-			c.add(placed, ns, info.load)
-			c.record(change{node: ns, pod: placed})
-			return ns.node.Name, ""
+			return c.bind(pod, i, info), ""
 		}
 		// Nodes before the cursor failed this shape for good: pods only ever
 		// add up, so a node that cannot take it now never will.
@@ -140,6 +134,88 @@ func (c *Cluster) Place(pod *corev1.Pod) (string, string) {
 		tally[c.check(pod, c.nodes[i], info)[0].Detail]++
 	}
 	return "", summarize(len(c.nodes), tally)
+}
+
+// Fit is Place without the reasons: it binds the pod to the first node
+// that takes it, in Place's order, and returns its name, or "" when none
+// does. It tries only the nodes that carry every label of the pod's
+// nodeSelector (an index, built on first use): on a cluster of many pools a
+// pool's pods are checked against the pool's nodes, not every node.
+func (c *Cluster) Fit(pod *corev1.Pod) string {
+	info := newPodInfo(pod)
+	start := 0
+	if info.shape != "" {
+		start = c.cursors[info.shape]
+	}
+	positions := c.selected(pod.Spec.NodeSelector)
+	from, count := 0, len(c.nodes)-start
+	if positions != nil {
+		from = sort.SearchInts(positions, start)
+		count = len(positions) - from
+	}
+	for k := range count {
+		i := start + k
+		if positions != nil {
+			i = positions[from+k]
+		}
+		if len(c.check(pod, c.nodes[i], info)) == 0 {
+			return c.bind(pod, i, info)
+		}
+		// Every node from the cursor to this one failed this shape: those
+		// the selector skipped lack its labels, which never change here.
+		if info.shape != "" {
+			c.cursors[info.shape] = i + 1
+		}
+	}
+	return ""
+}
+
+// bind places a copy of pod on the i-th node, which takes it.
+func (c *Cluster) bind(pod *corev1.Pod, i int, info *podInfo) string {
+	ns := c.nodes[i]
+	if info.shape != "" {
+		c.cursors[info.shape] = i
+	}
+	placed := pod.DeepCopy()
+	placed.Spec.NodeName = ns.node.Name
+	c.add(placed, ns, info.load)
+	c.record(change{node: ns, pod: placed})
+	return ns.node.Name
+}
+
+// selected is the positions, in order, of the nodes carrying every label of
+// selector; nil for an empty selector (every node may do). It answers from
+// the label with the fewest nodes; check still tests the others.
+func (c *Cluster) selected(selector map[string]string) []int {
+	if len(selector) == 0 {
+		return nil
+	}
+	var best []int
+	for k, v := range selector {
+		if pos := c.labelled(k, v); best == nil || len(pos) < len(best) {
+			best = pos
+		}
+	}
+	return best
+}
+
+// labelled is the positions of the nodes labelled k=v, indexed once.
+func (c *Cluster) labelled(k, v string) []int {
+	key := k + "=" + v
+	if pos, ok := c.byLabel[key]; ok {
+		return pos
+	}
+	pos := []int{}
+	for i, ns := range c.nodes {
+		if got, ok := ns.node.Labels[k]; ok && got == v {
+			pos = append(pos, i)
+		}
+	}
+	if c.byLabel == nil {
+		c.byLabel = map[string][]int{}
+	}
+	c.byLabel[key] = pos
+	return pos
 }
 
 // Remove takes the pod with this namespace and name off its node, as if it

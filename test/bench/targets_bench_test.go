@@ -52,6 +52,15 @@ const (
 	rebootRatio
 	rebootOut
 	rebootVersusKured
+	fleetHeap
+	fleetRSS
+	fleetPerPod
+	fleetPass
+	fleetConsolidateLargest
+	fleetConsolidateAll
+	fleetDoctor
+	fleetStatus
+	fleetIdleWrites
 	figures // how many there are; not a figure
 )
 
@@ -195,6 +204,26 @@ var benchTargets = [figures]benchTarget{
 		dir: atMost, threshold: 20, unit: "nodes"},
 	rebootVersusKured: {bench: "BenchmarkReboots", name: "reboots: kured's one-at-a-time pace over sluice's wall time",
 		dir: atLeast, threshold: 10, unit: "×", tolerance: 0.15, best: "20×, the budget's width, at the lower bound"},
+	// BenchmarkFleet, judged at its largest size (5,000 nodes, 150,000 pods,
+	// 100 pools by default); issue 38 set each of these.
+	fleetHeap: {bench: "BenchmarkFleet", name: "fleet, largest size: controller heap in use, everything cached",
+		dir: atMost, threshold: 1024, unit: "MiB", tolerance: 0.05},
+	fleetRSS: {bench: "BenchmarkFleet", name: "fleet, largest size: controller resident memory",
+		dir: atMost, threshold: 1024, unit: "MiB", tolerance: 0.05},
+	fleetPerPod: {bench: "BenchmarkFleet", name: "fleet, largest size: controller heap per pod (all of it over the pods)",
+		dir: atMost, threshold: 3, unit: "KiB", tolerance: 0.05},
+	fleetPass: {bench: "BenchmarkFleet", name: "fleet, largest size: one evaluation pass of every pool, edit to every status written",
+		dir: atMost, threshold: 1, unit: "s", tolerance: 0.15},
+	fleetConsolidateLargest: {bench: "BenchmarkFleet", name: "fleet, largest size: consolidation pass over the largest pool",
+		dir: atMost, threshold: 5, unit: "s", tolerance: 0.15},
+	fleetConsolidateAll: {bench: "BenchmarkFleet", name: "fleet, largest size: consolidation pass over every pool",
+		dir: atMost, threshold: 5, unit: "s", tolerance: 0.15},
+	fleetDoctor: {bench: "BenchmarkFleet", name: "fleet, largest size: sluice doctor over the whole cluster",
+		dir: atMost, threshold: 10, unit: "s", tolerance: 0.15},
+	fleetStatus: {bench: "BenchmarkFleet", name: "fleet, largest size: sluice status",
+		dir: atMost, threshold: 2, unit: "s", tolerance: 0.15},
+	fleetIdleWrites: {bench: "BenchmarkFleet", name: "fleet, largest size: controller API writes in 20 s idle",
+		dir: atMost, threshold: 0, unit: "writes", best: "0"},
 }
 
 // limit is the threshold moved by the tolerance, the last value that passes.
