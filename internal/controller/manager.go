@@ -488,8 +488,18 @@ func poolControllers(mgr manager.Manager, cfg *rest.Config, queue *termination.Q
 	if _, err := podInformer.AddEventHandler(churn.Handler()); err != nil {
 		return fmt.Errorf("watching pods leave nodes: %w", err)
 	}
+	changes := &nodepool.Changes{}
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Node{}, &policyv1.PodDisruptionBudget{}} {
+		inf, err := sharedIndexInformer(context.Background(), mgr, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(changes.Handler()); err != nil {
+			return fmt.Errorf("counting the changes consolidation sees: %w", err)
+		}
+	}
 	pc := nodepool.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, machines, nodepool.Options{
-		DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn, LastChurn: churn.Last,
+		DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn, LastChurn: churn.Last, Changes: changes.Seq,
 		ValidationDelay: opts.ConsolidationValidationDelay,
 		Queue:           queue, Recorder: recorder, Metrics: nodepool.NewMetrics(opts.Registry), Log: opts.Log.With("component", "nodepool"),
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -52,7 +53,18 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 	if now.Before(due) {
 		return due.Sub(now), nil
 	}
-	in, err := c.consolidationInput(ctx, pool, v, now)
+	allowed, err := consolidation.Allowed(pool, v.Size, v.Disrupting, now)
+	if err != nil {
+		return c.opts.PassInterval, err
+	}
+	seen := c.seen(pool, allowed, now)
+	c.mu.Lock()
+	quiet, wasQuiet := c.quiet[pool.Name]
+	c.mu.Unlock()
+	if pending == nil && wasQuiet && quiet.holds(seen) {
+		return c.opts.PassInterval, nil
+	}
+	in, err := c.consolidationInput(ctx, pool, v, allowed, now)
 	if err != nil {
 		return c.opts.PassInterval, err
 	}
@@ -66,6 +78,13 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 	c.lastPass[pool.Name] = now
 	c.mu.Unlock()
 	cmd := plan.Command
+	c.mu.Lock()
+	if cmd == nil && seen.seq != 0 {
+		c.quiet[pool.Name] = seen.quietUntil(plan)
+	} else {
+		delete(c.quiet, pool.Name)
+	}
+	c.mu.Unlock()
 	switch {
 	case cmd == nil:
 		c.drop(pool.Name, "a second look found nothing to consolidate")
@@ -142,36 +161,32 @@ func (c *Controller) drop(pool, why string) {
 	c.opts.Log.Info("consolidation decision dropped", "nodepool", pool, "command", d.cmd.String(), "why", why)
 }
 
-// consolidationInput gathers what a pass reads, from the cache.
-func (c *Controller) consolidationInput(ctx context.Context, pool *v1alpha1.NodePool, v *view, now time.Time) (consolidation.Input, error) {
+// consolidationInput gathers what a pass reads, from the cache: the part
+// of the cluster the pool's pods could move to (consolidation.Scope), and
+// the budgets of their namespaces.
+func (c *Controller) consolidationInput(ctx context.Context, pool *v1alpha1.NodePool, v *view, allowed map[v1alpha1.DisruptionReason]int, now time.Time) (consolidation.Input, error) {
 	var nodes corev1.NodeList
 	if err := c.kube.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return consolidation.Input{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	var pods corev1.PodList
-	if err := c.kube.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+	all := make([]*corev1.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		all[i] = &nodes.Items[i]
+	}
+	in := consolidation.Input{Pool: pool, Members: v.Nodes, Now: now, LastChurn: c.opts.LastChurn, Allowed: allowed}
+	var err error
+	if in.Nodes, in.Pods, err = consolidation.Scope(v.Nodes, all, c.opts.PodsOn); err != nil {
 		return consolidation.Input{}, fmt.Errorf("listing pods: %w", err)
 	}
 	var pdbs policyv1.PodDisruptionBudgetList
 	if err := c.kube.List(ctx, &pdbs, client.UnsafeDisableDeepCopy); err != nil {
 		return consolidation.Input{}, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
-	allowed, err := consolidation.Allowed(pool, v.Size, v.Disrupting, now)
-	if err != nil {
-		return consolidation.Input{}, err
-	}
-	in := consolidation.Input{Pool: pool, Members: v.Nodes, Now: now, LastChurn: c.opts.LastChurn, Allowed: allowed}
-	for i := range nodes.Items {
-		in.Nodes = append(in.Nodes, &nodes.Items[i])
-	}
-	for i := range pods.Items {
-		if pods.Items[i].Spec.NodeName != "" {
-			in.Pods = append(in.Pods, &pods.Items[i])
-		}
-	}
+	budgets := make([]*policyv1.PodDisruptionBudget, len(pdbs.Items))
 	for i := range pdbs.Items {
-		in.PDBs = append(in.PDBs, &pdbs.Items[i])
+		budgets[i] = &pdbs.Items[i]
 	}
+	in.PDBs = consolidation.BudgetsIn(budgets, in.Pods)
 	return in, nil
 }
 
@@ -237,4 +252,52 @@ func (c *Controller) remove(ctx context.Context, n *corev1.Node) error {
 		return fmt.Errorf("deleting consolidated node %s: %w", n.Name, err)
 	}
 	return nil
+}
+
+// quietRecheck is the longest a pass that found nothing is trusted without
+// running again: a guard against a change the count of changes misses.
+const quietRecheck = 5 * time.Minute
+
+// passInputs is what a pass depends on besides the cluster's objects, and
+// the count of changes to those: a pass with the same inputs decides the
+// same.
+type passInputs struct {
+	seq        uint64 // Changes.Seq; 0 when changes are not counted
+	generation int64
+	allowed    map[v1alpha1.DisruptionReason]int
+	now        time.Time
+}
+
+// quietPass is what a pool's last pass that found nothing saw, and until
+// when the same inputs mean the same answer.
+type quietPass struct {
+	passInputs
+	until time.Time
+}
+
+func (c *Controller) seen(pool *v1alpha1.NodePool, allowed map[v1alpha1.DisruptionReason]int, now time.Time) passInputs {
+	in := passInputs{generation: pool.Generation, allowed: allowed, now: now}
+	if c.opts.Changes != nil {
+		in.seq = c.opts.Changes()
+	}
+	return in
+}
+
+// quietUntil is the pass's inputs, trusted until the first of its blockers
+// lapses by itself (a node's consolidateAfter, a do-not-disrupt's end) or
+// quietRecheck.
+func (in passInputs) quietUntil(plan *consolidation.Plan) quietPass {
+	until := in.now.Add(quietRecheck)
+	for _, b := range plan.Blocked {
+		if !b.Until.IsZero() && b.Until.Before(until) {
+			until = b.Until
+		}
+	}
+	return quietPass{passInputs: in, until: until}
+}
+
+// holds says whether a pass with these inputs would find nothing again.
+func (q quietPass) holds(in passInputs) bool {
+	return in.seq != 0 && in.seq == q.seq && in.generation == q.generation &&
+		maps.Equal(in.allowed, q.allowed) && in.now.Before(q.until)
 }

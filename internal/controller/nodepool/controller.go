@@ -82,6 +82,9 @@ type Options struct {
 	// LastChurn is when a pod last left a node (Churn.Last); nil counts
 	// only arrivals.
 	LastChurn func(node string) time.Time
+	// Changes counts the changes a consolidation pass would see
+	// (Changes.Seq); nil runs every pass that is due.
+	Changes func() uint64
 	// ValidationDelay is how long a consolidation decision waits before a
 	// second pass must make it again for it to be carried out; default 15 s.
 	ValidationDelay time.Duration
@@ -118,6 +121,8 @@ type Controller struct {
 	// look; lastPass when each pool was last looked at.
 	pending  map[string]*decision
 	lastPass map[string]time.Time
+	// quiet holds, per pool, what its last pass that found nothing saw.
+	quiet map[string]quietPass
 	// drains holds how each upgrade drain last ended.
 	drains map[string]drainEnd
 	// given holds the replacements of records this controller took away
@@ -174,7 +179,7 @@ func NewController(kube client.Client, live client.Reader, clk clock.Clock, mach
 		opts.PodsOn = func(string) ([]*corev1.Pod, error) { return nil, nil }
 	}
 	return &Controller{kube: kube, live: live, clock: clk, machines: machines, opts: opts, failing: map[string]providerFailure{}, marked: map[string]time.Time{},
-		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, drains: map[string]drainEnd{}, given: map[string]time.Time{}, registration: map[string]registrationCheck{}, halts: map[string]string{}, alerts: map[string]alertReading{}, rebootHeld: map[string]string{}, reboots: map[string]rebootProgress{}, wake: make(chan event.GenericEvent, 64)}
+		pending: map[string]*decision{}, lastPass: map[string]time.Time{}, quiet: map[string]quietPass{}, drains: map[string]drainEnd{}, given: map[string]time.Time{}, registration: map[string]registrationCheck{}, halts: map[string]string{}, alerts: map[string]alertReading{}, rebootHeld: map[string]string{}, reboots: map[string]rebootProgress{}, wake: make(chan event.GenericEvent, 64)}
 }
 
 // SetupWithManager watches NodePools as their spec changes, and nodes as
