@@ -10,10 +10,11 @@ import (
 
 // sharer lets the cached pods of one template share what they hold alike,
 // instead of each keeping its own copy as the decoder made it: the labels
-// and annotations, each container's requests, the tolerations, the owner
-// references, and the short strings (namespace, node, scheduler, container
-// names). At 30,000 pods made from a few hundred templates that is about a
-// third of what the cache holds.
+// and annotations, the owner references, the tolerations, node selector,
+// affinity, spread constraints and volumes, the slimmed container lists and
+// the statuses of containers that run well, and the short strings
+// (namespace, node, scheduler, container names). What is left per pod is
+// its own: its name, UID, times, Ready condition and the Pod struct itself.
 //
 // It is safe because nothing writes into a cached object: the cache's
 // objects are shared already (every reader copies before it changes one),
@@ -28,7 +29,11 @@ type sharer struct {
 	values map[string]any
 }
 
-const shareLimit = 20000
+// shareLimit bounds what the sharer remembers. At 150,000 pods a tenth of
+// them (a StatefulSet's, each with its own name label and claim) hold values
+// of their own: the limit leaves room for those and the templates' values
+// alike, about 10 MB of keys.
+const shareLimit = 100000
 
 var podValues = &sharer{values: map[string]any{}}
 
@@ -82,6 +87,15 @@ func (s *sharer) sharePod(p *corev1.Pod) {
 	if len(spec.NodeSelector) > 0 {
 		spec.NodeSelector = share(s, "nodeSelector", spec.NodeSelector)
 	}
+	if spec.Affinity != nil {
+		spec.Affinity = share(s, "affinity", spec.Affinity)
+	}
+	if len(spec.TopologySpreadConstraints) > 0 {
+		spec.TopologySpreadConstraints = share(s, "spread", spec.TopologySpreadConstraints)
+	}
+	if len(spec.Volumes) > 0 {
+		spec.Volumes = share(s, "volumes", spec.Volumes)
+	}
 	for _, cs := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
 		for i := range cs {
 			cs[i].Name = str(cs[i].Name)
@@ -90,9 +104,19 @@ func (s *sharer) sharePod(p *corev1.Pod) {
 			}
 		}
 	}
-	for _, ss := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
-		for i := range ss {
-			ss[i].Name = str(ss[i].Name)
-		}
+	// Whole container lists, once slimmed, are alike across a template's
+	// pods; so are the statuses of containers that run well.
+	if len(spec.Containers) > 0 {
+		spec.Containers = share(s, "containers", spec.Containers)
+	}
+	if len(spec.InitContainers) > 0 {
+		spec.InitContainers = share(s, "initContainers", spec.InitContainers)
+	}
+	st := &p.Status
+	if len(st.ContainerStatuses) > 0 {
+		st.ContainerStatuses = share(s, "statuses", st.ContainerStatuses)
+	}
+	if len(st.InitContainerStatuses) > 0 {
+		st.InitContainerStatuses = share(s, "initStatuses", st.InitContainerStatuses)
 	}
 }

@@ -54,6 +54,7 @@ func TestStrippedPodsOfOneTemplateShareWhatTheyHoldAlike(t *testing.T) {
 		"owners":      {a.OwnerReferences, b.OwnerReferences},
 		"tolerations": {a.Spec.Tolerations, b.Spec.Tolerations},
 		"requests":    {a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests},
+		"containers":  {a.Spec.Containers, b.Spec.Containers},
 	} {
 		if !same(pair[0], pair[1]) {
 			t.Errorf("%s: two pods of one template keep two copies", what)

@@ -18,8 +18,10 @@ import (
 // container's name, resources, readiness and startup probes (how long a
 // start may take) and restart policy (sidecars); of the status, what a drain
 // and its diagnosis read (phase, the Ready, ContainersReady, PodScheduled and
-// DisruptionTarget conditions, each container's readiness and state). Dropped: commands, environment, mounts, images,
-// security contexts, liveness and lifecycle hooks, IPs, the runtime's IDs.
+// DisruptionTarget conditions, each container's readiness, restarts and why
+// it waits). Dropped: commands, environment, mounts, images, security
+// contexts, what probes ask (their timing stays), liveness and lifecycle
+// hooks, IPs, the runtime's IDs, container start times.
 func stripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -47,7 +49,7 @@ func stripPod(obj any) (any, error) {
 	st, ins := &out.Status, &p.Status
 	st.Phase, st.Reason, st.Message, st.StartTime = ins.Phase, ins.Reason, ins.Message, ins.StartTime
 	for _, c := range ins.Conditions {
-		if keptConditions[c.Type] {
+		if keep, ok := keptConditions[c.Type]; ok && (keep == "" || c.Status != keep) {
 			c.LastProbeTime = metav1.Time{}
 			st.Conditions = append(st.Conditions, c)
 		}
@@ -58,11 +60,13 @@ func stripPod(obj any) (any, error) {
 	return out, nil
 }
 
-// keptConditions are the pod conditions sluice reads: whether the pod
-// counts as healthy for its budget, whether the scheduler could place it,
-// and whether something is already disrupting it.
-var keptConditions = map[corev1.PodConditionType]bool{
-	corev1.PodReady: true, corev1.ContainersReady: true, corev1.PodScheduled: true, corev1.DisruptionTarget: true,
+// keptConditions are the pod conditions sluice reads, each kept unless
+// its status is the one given: whether the pod counts as healthy for its
+// budget (Ready, and since when), whether the scheduler could not place it
+// (PodScheduled, read only when False), and whether something is already
+// disrupting it (DisruptionTarget).
+var keptConditions = map[corev1.PodConditionType]corev1.ConditionStatus{
+	corev1.PodReady: "", corev1.PodScheduled: corev1.ConditionTrue, corev1.DisruptionTarget: "",
 }
 
 func slimContainers(cs []corev1.Container) []corev1.Container {
@@ -72,7 +76,8 @@ func slimContainers(cs []corev1.Container) []corev1.Container {
 	out := make([]corev1.Container, len(cs))
 	for i, c := range cs {
 		// Placement counts requests; limits and claims decide nothing here.
-		out[i] = corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}, ReadinessProbe: c.ReadinessProbe, StartupProbe: c.StartupProbe, RestartPolicy: c.RestartPolicy}
+		out[i] = corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests},
+			ReadinessProbe: probeTiming(c.ReadinessProbe), StartupProbe: probeTiming(c.StartupProbe), RestartPolicy: c.RestartPolicy}
 		for _, port := range c.Ports {
 			if port.HostPort != 0 {
 				out[i].Ports = append(out[i].Ports, port)
@@ -82,13 +87,30 @@ func slimContainers(cs []corev1.Container) []corev1.Container {
 	return out
 }
 
+// probeTiming is what sluice reads of a probe: how long it may take to
+// pass (a start's allowance), not what it asks.
+func probeTiming(p *corev1.Probe) *corev1.Probe {
+	if p == nil {
+		return nil
+	}
+	return &corev1.Probe{InitialDelaySeconds: p.InitialDelaySeconds, TimeoutSeconds: p.TimeoutSeconds, PeriodSeconds: p.PeriodSeconds,
+		SuccessThreshold: p.SuccessThreshold, FailureThreshold: p.FailureThreshold}
+}
+
+// slimStatuses keeps of each container's status its readiness, restarts,
+// and why it waits (a crash loop, an image that will not pull); when it
+// started or how it ended is read nowhere. Pods that run well then all hold
+// the same statuses, which the sharer keeps once.
 func slimStatuses(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
 	if len(ss) == 0 {
 		return nil
 	}
 	out := make([]corev1.ContainerStatus, len(ss))
 	for i, s := range ss {
-		out[i] = corev1.ContainerStatus{Name: s.Name, Ready: s.Ready, Started: s.Started, State: s.State, RestartCount: s.RestartCount}
+		out[i] = corev1.ContainerStatus{Name: s.Name, Ready: s.Ready, Started: s.Started, RestartCount: s.RestartCount}
+		if w := s.State.Waiting; w != nil {
+			out[i].State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason}
+		}
 	}
 	return out
 }
