@@ -100,7 +100,9 @@ type Forecast struct {
 
 // Batch is one round of the rollout.
 type Batch struct {
-	Nodes []string      `json:"nodes"`
+	Nodes []string `json:"nodes"`
+	// Start is when the batch's nodes are chosen, from the upgrade's start.
+	Start time.Duration `json:"start"`
 	Boot  time.Duration `json:"boot"`
 	Drain time.Duration `json:"drain"`
 	Soak  time.Duration `json:"soak"`
@@ -263,7 +265,7 @@ func (f *Forecast) schedule(in Input, old []*corev1.Node, pods map[string][]*cor
 	}
 	for start := 0; start < len(chosen); start += f.BatchSize {
 		nodes := chosen[start:min(start+f.BatchSize, len(chosen))]
-		b := Batch{Soak: soak}
+		b := Batch{Soak: soak, Start: f.Total}
 		for _, n := range nodes {
 			b.Nodes = append(b.Nodes, n.Name)
 		}
