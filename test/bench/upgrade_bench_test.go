@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -197,6 +198,7 @@ func upgradeBlocking(b *testing.B, sc *scorecard) {
 				bt.Boot, bt.Drain.Round(100*time.Millisecond), bt.Soak, bt.Slowest)
 		}
 		r := upgradeOnce(b, c, clientset, kube, pool.Name, image)
+		printChosen(r)
 		errPct := 100 * (fc.Total.Seconds() - r.wall.Seconds()) / r.wall.Seconds()
 		sc.add(upgradeForecastUnfitted, math.Abs(errPct))
 		match := slices.Equal(blockerNodes(fc), r.blocked)
@@ -214,6 +216,22 @@ func upgradeBlocking(b *testing.B, sc *scorecard) {
 		nodes, boot, soak, readyAfter, grace, stuck, drainTimeout, upgrades, loadStart)
 	printTable("", append([][]string{{"run", "wall time", "forecast", "forecast error", "blocking node forecast (why, then)", "nodes that blocked",
 		"named beforehand", "load at end"}}, rows...))
+}
+
+// printChosen prints when the upgrade chose each old node, and how long its
+// drain took, beside the forecast's batches printed before it.
+func printChosen(r upgraded) {
+	names := slices.Collect(maps.Keys(r.chosen))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(r.chosen[a], r.chosen[b]) })
+	fmt.Printf("  as it went (%s in all):", r.wall.Round(100*time.Millisecond))
+	for _, n := range names {
+		d := "did not drain"
+		if r.drained[n] > 0 {
+			d = "drained in " + r.drained[n].Round(100*time.Millisecond).String()
+		}
+		fmt.Printf(" %s chosen at +%s, %s;", n, r.chosen[n].Round(100*time.Millisecond), d)
+	}
+	fmt.Println()
 }
 
 // blockerNodes are the nodes the forecast names as blocking, sorted.
@@ -269,7 +287,10 @@ type upgraded struct {
 	// blocked are the nodes the upgrade gave up on (Blocked or
 	// Quarantined), sorted.
 	blocked []string
-	load    string
+	// chosen is when each old node was chosen (its record first seen),
+	// from the upgrade's start; drained how long its drain took.
+	chosen, drained map[string]time.Duration
+	load            string
 }
 
 // upgradeOnce sets the pool's image and waits until its upgrade has
@@ -282,7 +303,7 @@ func upgradeOnce(b *testing.B, c *controllerProcess, clientset kubernetes.Interf
 	if err := kube.Patch(ctx, &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		b.Fatal(err)
 	}
-	drainStart, drained := map[string]time.Time{}, map[string]time.Duration{}
+	drainStart, drained, chosen := map[string]time.Time{}, map[string]time.Duration{}, map[string]time.Duration{}
 	var st *v1alpha1.UpgradeStatus
 	waitUntil(b, 20*time.Minute, "the upgrade to "+image+" ended", func() bool {
 		c.mustRun(b, "during the upgrade")
@@ -290,6 +311,9 @@ func upgradeOnce(b *testing.B, c *controllerProcess, clientset kubernetes.Interf
 			rec, _ := disruption.RecordOf(&n)
 			if rec == nil {
 				continue
+			}
+			if _, seen := chosen[n.Name]; !seen && rec.Reason == v1alpha1.ReasonUpgrade && rec.Phase != disruption.PhaseRemoving {
+				chosen[n.Name] = time.Since(start)
 			}
 			if _, seen := drainStart[n.Name]; !seen && rec.Phase == disruption.PhaseDraining {
 				drainStart[n.Name] = time.Now()
@@ -311,7 +335,7 @@ func upgradeOnce(b *testing.B, c *controllerProcess, clientset kubernetes.Interf
 		slowest = max(slowest, d)
 	}
 	blocked := slices.Sorted(slices.Values(append(slices.Clone(st.Blocked), st.Quarantined...)))
-	return upgraded{wall: wall, slowestDrain: slowest, blocked: blocked, load: loadavg()}
+	return upgraded{wall: wall, slowestDrain: slowest, blocked: blocked, chosen: chosen, drained: drained, load: loadavg()}
 }
 
 // scriptedUpgrade upgrades the pool node by node as a script around kubectl
