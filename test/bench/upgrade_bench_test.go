@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/sandbox/fixture"
 	"github.com/sluice-dev/sluice/internal/upgrade"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // BenchmarkUpgrade times sluice's surge upgrades beside their lower bound
@@ -312,7 +313,8 @@ func upgradeOnce(b *testing.B, c *controllerProcess, clientset kubernetes.Interf
 			if rec == nil {
 				continue
 			}
-			if _, seen := chosen[n.Name]; !seen && rec.Reason == v1alpha1.ReasonUpgrade && rec.Phase != disruption.PhaseRemoving {
+			// A surge node taken back is on the new image already.
+			if _, seen := chosen[n.Name]; !seen && rec.Reason == v1alpha1.ReasonUpgrade && rec.Phase != disruption.PhaseRemoving && n.Annotations[contract.AnnotationImage] != image {
 				chosen[n.Name] = time.Since(start)
 			}
 			if _, seen := drainStart[n.Name]; !seen && rec.Phase == disruption.PhaseDraining {
