@@ -78,9 +78,9 @@ func writeForecast(out io.Writer, f *upgrade.Forecast) {
 	}
 	if len(f.Batches) > 0 {
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  BATCH\tNODES\tBOOT\tDRAIN\tSOAK\tTOTAL\tSLOWEST")
+		fmt.Fprintln(tw, "  BATCH\tSTARTS\tNODES\tBOOT\tDRAIN\tSOAK\tTOTAL\tSLOWEST")
 		for i, b := range f.Batches {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, shortList(b.Nodes), b.Boot, b.Drain, b.Soak, b.Total, b.Slowest)
+			fmt.Fprintf(tw, "  %d\t+%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, b.Start, shortList(b.Nodes), b.Boot, b.Drain, b.Soak, b.Total, b.Slowest)
 		}
 		_ = tw.Flush()
 	}
@@ -94,7 +94,11 @@ func writeForecast(out io.Writer, f *upgrade.Forecast) {
 			if node == "" {
 				node = "(pool)"
 			}
-			fmt.Fprintf(out, "  %s  %s: %s\n    then: %s\n", node, b.Reason, b.Message, b.Outcome)
+			then := b.Outcome
+			if b.At > 0 {
+				then += fmt.Sprintf(", at about +%s", b.At)
+			}
+			fmt.Fprintf(out, "  %s  %s: %s\n    then: %s\n", node, b.Reason, b.Message, then)
 			if b.Fix != "" {
 				fmt.Fprintf(out, "    fix:  %s\n", b.Fix)
 			}

@@ -122,7 +122,7 @@ func TestPlanUpgradeNamesBlockers(t *testing.T) {
 	if err := runPlanUpgrade(context.Background(), &out, kc, dyn, "spot", "img-3", outputText, now); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Upgrade of NodePool spot to img-3: 2 node(s)", "spot-1  PodDoNotDisrupt", "then: wait (never chosen)", "Predicted time:"} {
+	for _, want := range []string{"Upgrade of NodePool spot to img-3: 2 node(s)", "spot-1  PodDoNotDisrupt", "then: wait (never chosen)", "STARTS", "Predicted time:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("forecast lacks %q:\n%s", want, out.String())
 		}

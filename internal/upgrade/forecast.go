@@ -100,7 +100,9 @@ type Forecast struct {
 
 // Batch is one round of the rollout.
 type Batch struct {
-	Nodes []string      `json:"nodes"`
+	Nodes []string `json:"nodes"`
+	// Start is when the batch's nodes are chosen, from the upgrade's start.
+	Start time.Duration `json:"start"`
 	Boot  time.Duration `json:"boot"`
 	Drain time.Duration `json:"drain"`
 	Soak  time.Duration `json:"soak"`
@@ -118,6 +120,9 @@ type Blocker struct {
 	// Outcome is what the upgrade will do with it: wait (never chosen),
 	// or the pool's undrainableNodeBehavior after drainTimeout.
 	Outcome string `json:"outcome"`
+	// At is when, from the upgrade's start, the upgrade will give the node
+	// up (its drainTimeout over); 0 for a node it never chooses.
+	At time.Duration `json:"at,omitempty"`
 }
 
 // Predict forecasts the upgrade of in.Pool to in.Image.
@@ -249,36 +254,62 @@ func surgeNode(n *corev1.Node, i, start int) corev1.Node {
 	return c
 }
 
-// schedule times the batches: surge nodes boot, the batch's nodes drain in
-// waves their budgets allow, soak, and go. A blocked node costs its
-// drainTimeout (it is waited for, then given up).
+// schedule times the rollout as the controller runs it (startUpgrades): up
+// to BatchSize old nodes in flight, oldest first, the next one chosen as
+// soon as one in flight is gone rather than when its whole batch is. The
+// nodes chosen at one moment are a batch: their surge nodes boot together
+// and they drain together, in the waves their budgets allow. A node that
+// cannot drain holds its place for its boot and drainTimeout, while the
+// other places go on; then the undrainableNodeBehavior gives it up, with no
+// soak, and the place is free again.
 func (f *Forecast) schedule(in Input, old []*corev1.Node, pods map[string][]*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, blocked map[string]bool) {
 	u := in.Pool.Spec.Upgrade
-	soak := u.SoakOrDefault()
-	var chosen []*corev1.Node
+	soak, timeout := u.SoakOrDefault(), u.DrainTimeoutOrDefault()
+	var boot time.Duration
+	if f.Surge > 0 {
+		boot = f.boot(in)
+	}
+	var queue []*corev1.Node
 	for _, n := range old {
 		if !blocked[n.Name] || !strings.HasPrefix(blockerOutcome(f.Blockers, n.Name), "wait") {
-			chosen = append(chosen, n)
+			queue = append(queue, n)
 		}
 	}
-	for start := 0; start < len(chosen); start += f.BatchSize {
-		nodes := chosen[start:min(start+f.BatchSize, len(chosen))]
-		b := Batch{Soak: soak}
-		for _, n := range nodes {
-			b.Nodes = append(b.Nodes, n.Name)
+	free := make([]time.Duration, f.BatchSize) // when each place in flight is free next
+	for len(queue) > 0 {
+		slices.Sort(free)
+		k := 0
+		for k < len(free) && k < len(queue) && free[k] == free[0] {
+			k++
 		}
-		if f.Surge > 0 {
-			b.Boot = f.boot(in)
-		}
+		nodes := queue[:k]
+		queue = queue[k:]
+		b := Batch{Start: free[0], Boot: boot, Soak: soak}
 		b.Drain, b.Slowest = drainTime(nodes, pods, pdbs)
-		for _, n := range nodes {
+		done := boot + b.Drain + soak + deletion
+		b.Total = done
+		for i, n := range nodes {
+			b.Nodes = append(b.Nodes, n.Name)
+			took := done
 			if blocked[n.Name] {
-				b.Drain, b.Slowest = u.DrainTimeoutOrDefault(), n.Name+" blocks until drainTimeout"
+				took = boot + timeout + deletion
+				f.givenUp(n.Name, b.Start+boot+timeout)
+				b.Drain, b.Slowest = max(b.Drain, timeout), fmt.Sprintf("%s cannot drain: given up after drainTimeout %s (%s)", n.Name, timeout, u.Behavior())
 			}
+			free[i] = b.Start + took
+			b.Total = max(b.Total, took)
 		}
-		b.Total = b.Boot + b.Drain + soak + deletion
 		f.Batches = append(f.Batches, b)
-		f.Total += b.Total
+	}
+	f.Total = slices.Max(free)
+}
+
+// givenUp notes on the node's blockers when the upgrade will give it up.
+func (f *Forecast) givenUp(node string, at time.Duration) {
+	for i := range f.Blockers {
+		if f.Blockers[i].Node == node {
+			f.Blockers[i].At = at
+		}
 	}
 }
 
@@ -319,7 +350,10 @@ func PodsByNode(pods []corev1.Pod) map[string][]*corev1.Pod { return podsByNode(
 // drainTime is how long the batch's nodes take to drain together: each
 // budget lets its pods on them go in waves of what it allows, each wave
 // waiting for the last one's replacements to be Ready; the last wave then
-// takes its pods' grace to exit. Pods under no budget go at once.
+// takes its pods' grace to exit. Pods under no budget go at once. Pods the
+// Eviction API will never let go (a budget that never allows, several
+// budgets) make no wave: their node is a blocker, timed by its
+// drainTimeout, while its other pods still take their turns in the waves.
 func drainTime(nodes []*corev1.Node, pods map[string][]*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) (time.Duration, string) {
 	type chain struct {
 		pods        int
@@ -331,12 +365,13 @@ func drainTime(nodes []*corev1.Node, pods map[string][]*corev1.Pod, pdbs []*poli
 	slowest := ""
 	for _, n := range nodes {
 		for _, p := range pods[n.Name] {
-			if !evicted(p) {
+			bs := drain.BudgetsFor(p, pdbs)
+			if !evicted(p) || stays(p, bs) {
 				continue
 			}
 			exit := grace(p)
 			key, allowed := "", math.MaxInt
-			if bs := drain.BudgetsFor(p, pdbs); len(bs) == 1 {
+			if len(bs) == 1 {
 				key, allowed = bs[0].Namespace+"/"+bs[0].Name, max(int(bs[0].Status.DisruptionsAllowed), 1)
 			}
 			if key == "" {
@@ -377,6 +412,20 @@ func evicted(p *corev1.Pod) bool {
 		return false
 	}
 	return true
+}
+
+// stays says whether the Eviction API will never let the pod go: it is
+// under several budgets, or under one that never allows.
+func stays(p *corev1.Pod, budgets []*policyv1.PodDisruptionBudget) bool {
+	if len(budgets) > 1 {
+		return true
+	}
+	for _, b := range budgets {
+		if _, dead := drain.BudgetDeadlock(b, p); dead {
+			return true
+		}
+	}
+	return false
 }
 
 func grace(p *corev1.Pod) time.Duration {

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,74 @@ func TestPredictUsesObservedBootTimes(t *testing.T) {
 	}
 	if f.Batches[0].Boot != 10*time.Second+registration || !strings.Contains(f.Assumptions[0], "no boot observed") {
 		t.Errorf("with nothing observed: boot %s, assumption %q; want the provider's 10s + registration", f.Batches[0].Boot, f.Assumptions[0])
+	}
+}
+
+// The rollout is timed as the controller runs it: a place in flight takes
+// the next node as soon as its node is gone, so a node that cannot drain
+// holds only its own place for its boot and drainTimeout while the others
+// go on; a pod its budget never lets go makes no wave of the drain.
+func TestPredictSchedulesEachPlaceAsItFrees(t *testing.T) {
+	const boot = 10*time.Second + registration
+	wave := podStart + evictionLag // a wave's wait for the last one's replacements
+	for _, c := range []struct {
+		name    string
+		stuck   bool // n0 holds the only pod of a budget that never allows (grace 60 s)
+		starts  []time.Duration
+		batches []string
+		total   time.Duration
+		givenUp time.Duration // when n0 is given up; 0: not a blocker
+	}{{
+		name:    "every node drains: batches of two, each after the last",
+		starts:  []time.Duration{0, boot + wave + 10*time.Second + evictionLag + deletion},
+		batches: []string{"n0,n1", "n2,n3"},
+		total:   2 * (boot + wave + 10*time.Second + evictionLag + deletion),
+	}, {
+		// n0 and n1's four web pods go in two waves, n0's db pod in none;
+		// n1's place then takes n2, and n3 after it, while n0 waits out its
+		// drainTimeout.
+		name:    "n0 cannot drain: it holds one place, n1's takes n2 and n3",
+		stuck:   true,
+		starts:  []time.Duration{0, boot + wave + 10*time.Second + evictionLag + deletion, 2*boot + wave + 2*(10*time.Second+evictionLag+deletion)},
+		batches: []string{"n0,n1", "n2", "n3"},
+		total:   boot + time.Minute + deletion,
+		givenUp: boot + time.Minute,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			var nodes []corev1.Node
+			var pods []corev1.Pod
+			for i := range 4 {
+				n := fmt.Sprintf("n%d", i)
+				nodes = append(nodes, node(n, "img-1", time.Duration(10-i)*time.Hour))
+				pods = append(pods, pod(n+"-a", "web", n, 10), pod(n+"-b", "web", n, 10))
+			}
+			pdbs := []policyv1.PodDisruptionBudget{pdb("web", intstr.FromInt32(6), 8, 8, 2)}
+			if c.stuck {
+				pods = append(pods, pod("db-0", "db", "n0", 60))
+				pdbs = append(pdbs, pdb("db", intstr.FromInt32(1), 1, 1, 0))
+			}
+			f, err := Predict(input(nodes, pods, pdbs, v1alpha1.UpgradeSpec{MaxSurge: ptr.To(intstr.FromInt32(2)),
+				DrainTimeout: &metav1.Duration{Duration: time.Minute}}, "100%"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var starts []time.Duration
+			var batches []string
+			for _, b := range f.Batches {
+				starts, batches = append(starts, b.Start), append(batches, strings.Join(b.Nodes, ","))
+			}
+			if !slices.Equal(starts, c.starts) || !slices.Equal(batches, c.batches) || f.Total != c.total {
+				t.Errorf("batches %v starting at %v, total %s; want %v at %v, total %s", batches, starts, f.Total, c.batches, c.starts, c.total)
+			}
+			var at time.Duration
+			for _, b := range f.Blockers {
+				if b.Node == "n0" {
+					at = b.At
+				}
+			}
+			if at != c.givenUp || len(f.Blockers) != map[bool]int{false: 0, true: 1}[c.stuck] {
+				t.Errorf("blockers %+v; want n0 given up at %s", f.Blockers, c.givenUp)
+			}
+		})
 	}
 }
