@@ -363,7 +363,13 @@ func (c *controllerProcess) mustRun(b *testing.B, when string) {
 // maintenance report) to be reconciled.
 func (c *controllerProcess) waitQueueEmpty(b *testing.B) {
 	b.Helper()
-	waitUntil(b, 2*time.Minute, "the controller's work queues to empty", func() bool {
+	c.waitQueuesEmpty(b, 2*time.Minute)
+}
+
+// waitQueuesEmpty waits up to timeout for every work queue to empty.
+func (c *controllerProcess) waitQueuesEmpty(b *testing.B, timeout time.Duration) {
+	b.Helper()
+	waitUntil(b, timeout, "the controller's work queues to empty", func() bool {
 		c.mustRun(b, "while its queue emptied")
 		depth, err := scrape(c.metrics, "workqueue_depth", "name")
 		if err != nil {

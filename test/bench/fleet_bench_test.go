@@ -62,6 +62,10 @@ func BenchmarkFleet(b *testing.B) {
 		var results []fleetResult
 		for _, n := range sizes {
 			results = append(results, fleetAtSize(b, bin, n))
+			if n != sizes[len(sizes)-1] {
+				// So far, in case a larger size does not finish.
+				printFleet(results, nil, loadStart)
+			}
 		}
 		reportFleet(b, sc, results, loadStart)
 	}
@@ -120,7 +124,7 @@ func fleetAtSize(b *testing.B, bin string, n int) fleetResult {
 	for run := range fleetRuns {
 		start := time.Now()
 		c := startControllerProcess(b, bin, kubeconfig, "--providers", "kwok", "--profiling")
-		c.waitQueueEmpty(b)
+		c.waitQueuesEmpty(b, 15*time.Minute)
 		r.synced = append(r.synced, time.Since(start))
 
 		time.Sleep(5 * time.Second)
@@ -260,6 +264,33 @@ func medianFloat(fs []float64) float64 {
 // runs, and judges the largest size's figures against their targets.
 func reportFleet(b *testing.B, sc *scorecard, rs []fleetResult, loadStart string) {
 	b.Helper()
+	printFleet(rs, sc, loadStart)
+	last := rs[len(rs)-1]
+	for _, r := range rs {
+		if r.refused > 0 {
+			b.Errorf("at %d nodes the controller asked the feed for %d evictions or bindings: it decided to disrupt, and the feed cannot judge that", r.fleet.nodes, r.refused)
+		}
+	}
+	sc.add(fleetHeap, medianFloat(last.heap)/(1<<20))
+	sc.add(fleetRSS, medianFloat(last.rss)/(1<<20))
+	sc.add(fleetPerPod, medianFloat(last.heap)/float64(last.fleet.pods)/1024)
+	sc.add(fleetPass, medianDuration(last.pass).Seconds())
+	sc.add(fleetConsolidateLargest, medianDuration(last.consolidateLargest.took).Seconds())
+	sc.add(fleetConsolidateAll, medianDuration(last.whole.took).Seconds())
+	sc.add(fleetDoctor, medianDuration(last.doctor).Seconds())
+	sc.add(fleetStatus, medianDuration(last.status).Seconds())
+	sc.add(fleetIdleWrites, medianFloat(last.idleWrites))
+}
+
+// printFleet prints the sizes measured so far, a column each; sc, when
+// given, fills the target column.
+func printFleet(rs []fleetResult, sc *scorecard, loadStart string) {
+	want := func(f figure) string {
+		if sc == nil {
+			return ""
+		}
+		return sc.want(f)
+	}
 	header := []string{"figure"}
 	for _, r := range rs {
 		header = append(header, fmt.Sprintf("%d nodes / %d pods", r.fleet.nodes, r.fleet.pods))
@@ -282,22 +313,22 @@ func reportFleet(b *testing.B, sc *scorecard, rs []fleetResult, loadStart string
 	}
 	rows := [][]string{header,
 		row("controller start: caches synced, queues empty", "", func(r fleetResult) string { return medianDuration(r.synced).Round(100 * time.Millisecond).String() }),
-		row("controller heap in use, settled", sc.want(fleetHeap), func(r fleetResult) string { return mib(medianFloat(r.heap)) }),
-		row("controller resident memory", sc.want(fleetRSS), func(r fleetResult) string { return mib(medianFloat(r.rss)) }),
-		row("heap per pod (all of it over the pods)", sc.want(fleetPerPod), func(r fleetResult) string {
+		row("controller heap in use, settled", want(fleetHeap), func(r fleetResult) string { return mib(medianFloat(r.heap)) }),
+		row("controller resident memory", want(fleetRSS), func(r fleetResult) string { return mib(medianFloat(r.rss)) }),
+		row("heap per pod (all of it over the pods)", want(fleetPerPod), func(r fleetResult) string {
 			return fmt.Sprintf("%.2f KiB", medianFloat(r.heap)/float64(r.fleet.pods)/1024)
 		}),
-		row("one evaluation pass of every pool (wall)", sc.want(fleetPass), func(r fleetResult) string { return medianDuration(r.pass).Round(time.Millisecond).String() }),
+		row("one evaluation pass of every pool (wall)", want(fleetPass), func(r fleetResult) string { return medianDuration(r.pass).Round(time.Millisecond).String() }),
 		row("  one pool's reconcile, mean", "", func(r fleetResult) string { return medianDuration(r.reconciles).Round(100 * time.Microsecond).String() }),
-		row("consolidation pass, largest pool", sc.want(fleetConsolidateLargest), func(r fleetResult) string {
+		row("consolidation pass, largest pool", want(fleetConsolidateLargest), func(r fleetResult) string {
 			return medianDuration(r.consolidateLargest.took).Round(time.Millisecond).String()
 		}),
 		row("  its plan against the cheapest packing", "", func(r fleetResult) string { return ratio(r.consolidateLargest) }),
-		row("consolidation pass, every pool", sc.want(fleetConsolidateAll), func(r fleetResult) string { return medianDuration(r.whole.took).Round(time.Millisecond).String() }),
+		row("consolidation pass, every pool", want(fleetConsolidateAll), func(r fleetResult) string { return medianDuration(r.whole.took).Round(time.Millisecond).String() }),
 		row("  the plans against the cheapest packing", "", func(r fleetResult) string { return ratio(r.whole) }),
-		row("sluice doctor, whole cluster", sc.want(fleetDoctor), func(r fleetResult) string { return medianDuration(r.doctor).Round(time.Millisecond).String() }),
-		row("sluice status", sc.want(fleetStatus), func(r fleetResult) string { return medianDuration(r.status).Round(time.Millisecond).String() }),
-		row("controller API writes in 20 s idle", sc.want(fleetIdleWrites), func(r fleetResult) string { return fmt.Sprintf("%.0f", medianFloat(r.idleWrites)) }),
+		row("sluice doctor, whole cluster", want(fleetDoctor), func(r fleetResult) string { return medianDuration(r.doctor).Round(time.Millisecond).String() }),
+		row("sluice status", want(fleetStatus), func(r fleetResult) string { return medianDuration(r.status).Round(time.Millisecond).String() }),
+		row("controller API writes in 20 s idle", want(fleetIdleWrites), func(r fleetResult) string { return fmt.Sprintf("%.0f", medianFloat(r.idleWrites)) }),
 		row("controller CPU while idle", "", func(r fleetResult) string { return fmt.Sprintf("%.0f%% of a core", 100*medianFloat(r.idleCPU)) }),
 		row("controller API reads while idle", "", func(r fleetResult) string { return fmt.Sprintf("%.2f/s", medianFloat(r.idleReads)) }),
 		row("evictions and bindings asked of the feed", "0 (it decides none)", func(r fleetResult) string { return fmt.Sprint(r.refused) }),
@@ -307,18 +338,4 @@ func reportFleet(b *testing.B, sc *scorecard, rs []fleetResult, loadStart string
 		fleetRuns, loadStart, loadavg()), rows)
 	last := rs[len(rs)-1]
 	fmt.Printf("\nheap profile of the controller at %d nodes (inuse_space, after a collection):\n%s\n", last.fleet.nodes, last.heapTop)
-	for _, r := range rs {
-		if r.refused > 0 {
-			b.Errorf("at %d nodes the controller asked the feed for %d evictions or bindings: it decided to disrupt, and the feed cannot judge that", r.fleet.nodes, r.refused)
-		}
-	}
-	sc.add(fleetHeap, medianFloat(last.heap)/(1<<20))
-	sc.add(fleetRSS, medianFloat(last.rss)/(1<<20))
-	sc.add(fleetPerPod, medianFloat(last.heap)/float64(last.fleet.pods)/1024)
-	sc.add(fleetPass, medianDuration(last.pass).Seconds())
-	sc.add(fleetConsolidateLargest, medianDuration(last.consolidateLargest.took).Seconds())
-	sc.add(fleetConsolidateAll, medianDuration(last.whole.took).Seconds())
-	sc.add(fleetDoctor, medianDuration(last.doctor).Seconds())
-	sc.add(fleetStatus, medianDuration(last.status).Seconds())
-	sc.add(fleetIdleWrites, medianFloat(last.idleWrites))
 }
