@@ -190,12 +190,23 @@ func requests(p *corev1.Pod) corev1.ResourceList {
 // blockingBudget returns a PodDisruptionBudget of the pods that allows no
 // disruption now. The drain would wait for it; consolidation, which is
 // voluntary, picks another node.
+//
+// Only the budgets at zero are matched against the pods: the answer is the
+// same (the first, by name, of a pod's budgets at zero), and a cluster's
+// budgets mostly allow some.
 func blockingBudget(pods []*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) *policyv1.PodDisruptionBudget {
+	var atZero []*policyv1.PodDisruptionBudget
+	for _, b := range pdbs {
+		if b.Status.DisruptionsAllowed < 1 {
+			atZero = append(atZero, b)
+		}
+	}
+	if len(atZero) == 0 {
+		return nil
+	}
 	for _, p := range pods {
-		for _, b := range drain.BudgetsFor(p, pdbs) {
-			if b.Status.DisruptionsAllowed < 1 {
-				return b
-			}
+		if matched := drain.BudgetsFor(p, atZero); len(matched) > 0 {
+			return matched[0]
 		}
 	}
 	return nil

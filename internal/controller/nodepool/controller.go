@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -359,9 +360,19 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // Members returns the nodes the pool selects (a node that several pools
 // select follows the oldest).
 func Members(pool *v1alpha1.NodePool, nodes []corev1.Node, all []v1alpha1.NodePool) []*corev1.Node {
+	// A node the pool's own selector does not select is not its member
+	// whatever the other pools say: only those it selects are resolved
+	// against every pool (which owns a node two select).
+	own, err := metav1.LabelSelectorAsSelector(&pool.Spec.NodeSelector)
+	if err != nil {
+		return nil
+	}
 	var out []*corev1.Node
 	m := pools.NewMatcher(all)
 	for i := range nodes {
+		if !own.Matches(labels.Set(nodes[i].Labels)) {
+			continue
+		}
 		if owner, _ := m.For(&nodes[i]); owner != nil && owner.Name == pool.Name {
 			out = append(out, &nodes[i])
 		}
