@@ -236,7 +236,7 @@ func printRequestKinds(kubectl *requestTally, med sluiceRun) {
 	}
 	rows = append(rows, []string{"all", fmt.Sprint(kubectl.Load()), per(med.requests.Load()), ""})
 	printTable("API requests by verb and resource (the API server counts a WATCH when it ends, and counts every client's requests: "+
-		"the controller manager lists and gets too, the simulated kubelets patch nodes)", rows)
+		"the controller manager's, the simulated kubelets', and its own, such as the list of budgets each eviction makes inside it)", rows)
 }
 
 // drainBound is the least time a drain of g's nodes can take, from the
