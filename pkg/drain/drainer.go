@@ -150,7 +150,7 @@ type run struct {
 	cancel   context.CancelFunc
 
 	diagMu sync.Mutex
-	diags  map[string]diagnosis
+	diags  map[string]*diagnosis
 }
 
 type diagnosis struct {
@@ -158,6 +158,7 @@ type diagnosis struct {
 	version string // the budget's resourceVersion it was made from
 	reason  Reason
 	message string
+	done    chan struct{} // closed once reason and message are set
 }
 
 // Diagnoses of a held budget are reused while the budget's status has not
@@ -181,7 +182,7 @@ func (d *Drainer) newRun(ctx context.Context, start time.Time) (*run, error) {
 		takers:   map[string][]string{},
 		inFlight: make(chan struct{}, d.opts.MaxInFlight),
 		cancel:   cancel,
-		diags:    map[string]diagnosis{},
+		diags:    map[string]*diagnosis{},
 	}
 	r.classify = &classifier{opts: &r.opts, now: d.clock.Now, daemonSetExists: cachedDaemonSets(func(ctx context.Context, ns, name string) error {
 		_, err := d.client.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
@@ -245,8 +246,9 @@ func (r *run) budgets() []*policyv1.PodDisruptionBudget {
 }
 
 // diagnose explains why a budget is at zero, from a fresh look at the pods it
-// selects; the answer is reused for a few seconds so blocked pods of one
-// workload cost one request between them.
+// selects. One look at a time is made per budget, and its answer is reused
+// for a few seconds: the pods a budget holds all wake on the same change of
+// its status, and they share one request between them.
 func (r *run) diagnose(ctx context.Context, pdb *policyv1.PodDisruptionBudget) (Reason, string) {
 	key := pdb.Namespace + "/" + pdb.Name
 	now := r.clock.Now()
@@ -256,29 +258,43 @@ func (r *run) diagnose(ctx context.Context, pdb *policyv1.PodDisruptionBudget) (
 	r.diagMu.Lock()
 	if d, ok := r.diags[key]; ok {
 		age := now.Sub(d.at)
-		if age < diagnosisMinAge || age < diagnosisMaxAge && d.version == pdb.ResourceVersion {
+		if inFlight(d) || age < diagnosisMinAge || age < diagnosisMaxAge && d.version == pdb.ResourceVersion {
 			r.diagMu.Unlock()
-			return d.reason, d.message
+			select {
+			case <-d.done:
+				return d.reason, d.message
+			case <-ctx.Done():
+				return ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d",
+					pdb.Name, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy)
+			}
 		}
 	}
+	d := &diagnosis{at: now, version: pdb.ResourceVersion, done: make(chan struct{})}
+	r.diags[key] = d
 	r.diagMu.Unlock()
+	defer close(d.done)
 	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 	if err != nil {
-		return ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s has an invalid selector: %v", pdb.Name, err)
+		d.reason, d.message = ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s has an invalid selector: %v", pdb.Name, err)
+		return d.reason, d.message
 	}
 	selected, err := r.podsSelected(ctx, pdb.Namespace, sel)
-	var reason Reason
-	var message string
 	if err != nil {
-		reason, message = ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d",
+		d.reason, d.message = ReasonPDBBlocked, fmt.Sprintf("PodDisruptionBudget %s needs %d healthy pods and has %d",
 			pdb.Name, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy)
 	} else {
-		reason, message = diagnoseBlocked(pdb, selected, now)
+		d.reason, d.message = diagnoseBlocked(pdb, selected, now)
 	}
-	r.diagMu.Lock()
-	r.diags[key] = diagnosis{at: now, version: pdb.ResourceVersion, reason: reason, message: message}
-	r.diagMu.Unlock()
-	return reason, message
+	return d.reason, d.message
+}
+
+func inFlight(d *diagnosis) bool {
+	select {
+	case <-d.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // podsSelected lists the pods of a namespace a budget selects: from the shared

@@ -169,15 +169,18 @@ func (nd *nodeDrain) refused(ctx context.Context, st *podState, err error, versi
 	return nd.failed(st, err, backoff)
 }
 
-// diagnoseAfter is how long a pod is held before the drain looks at the
-// budget's pods to tell a deadlock from a budget that is still recovering.
-// Most holds last a second, until a replacement is Ready; the status says
+// diagnoseAfter is how long a pod is held, and its budget has let none of the
+// drain's evictions through, before the drain looks at the budget's pods to
+// tell a deadlock from a budget that is still recovering. Most holds last a
+// second, until a replacement is Ready, and a budget that keeps letting
+// evictions through is pacing the drain, not blocking it: the status says
 // enough for those, and the look costs a request.
 const diagnoseAfter = 5 * time.Second
 
 // whyHeld explains why the pod's budget holds it.
 func (nd *nodeDrain) whyHeld(ctx context.Context, st *podState) (Reason, string) {
-	if st.blockedSince == nil || nd.clock.Since(*st.blockedSince) < diagnoseAfter {
+	now := nd.clock.Now()
+	if st.blockedSince == nil || now.Sub(*st.blockedSince) < diagnoseAfter || nd.ledger.hadRoomSince(st.pdb.UID, now.Add(-diagnoseAfter)) {
 		s := st.pdb.Status
 		if fresh, err := nd.pdbs.PodDisruptionBudgets(st.pdb.Namespace).Get(st.pdb.Name); err == nil {
 			s = fresh.Status

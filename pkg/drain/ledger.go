@@ -37,6 +37,7 @@ type ledgerEntry struct {
 	refused   bool                 // the API server refused an eviction against this version
 	changed   chan struct{}        // closed when the entry is replaced by a newer status
 	lastTry   time.Time            // last time an eviction was let through
+	lastRoom  time.Time            // last time one was let through because the budget had room (not a probe)
 }
 
 // probeAfter is how long the ledger may hold pods back without seeing any
@@ -68,7 +69,7 @@ func (l *ledger) observe(pdb *policyv1.PodDisruptionBudget) {
 		fresh.disrupted[pod] = true
 	}
 	if ok {
-		fresh.lastTry = e.lastTry
+		fresh.lastTry, fresh.lastRoom = e.lastTry, e.lastRoom
 		for pod, at := range e.asked {
 			// Shown in this status (or shown before and since dropped, the
 			// pod gone): the status counts it now.
@@ -120,12 +121,26 @@ func (l *ledger) take(pdb types.UID, pod string, now time.Time) (ok bool, versio
 		e.allowed = 1 // unseen: let the API server decide
 		l.entries[pdb] = e
 	}
-	if e.room(now) > 0 || now.Sub(e.lastTry) >= probeAfter {
+	room := e.room(now) > 0
+	if room || now.Sub(e.lastTry) >= probeAfter {
 		e.asked[pod] = now
 		e.lastTry = now
+		if room {
+			e.lastRoom = now
+		}
 		return true, e.version, nil
 	}
 	return false, e.version, e.changed
+}
+
+// hadRoomSince reports whether the budget had room for one of the drain's
+// evictions at or after since: a budget that does is moving, and a pod it
+// holds is waiting its turn, not stuck.
+func (l *ledger) hadRoomSince(pdb types.UID, since time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.entries[pdb]
+	return ok && !e.lastRoom.IsZero() && !e.lastRoom.Before(since)
 }
 
 // release stops counting pod's eviction: it failed for another reason than

@@ -139,3 +139,28 @@ func TestLedgerProbesWhenNothingChanges(t *testing.T) {
 		t.Fatalf("after %s without a change: want one probe through", probeAfter)
 	}
 }
+
+// A budget that let an eviction through lately is moving; a probe is not
+// room, so a budget stuck at zero never looks as if it moved.
+func TestLedgerHadRoomSince(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newLedger()
+	if l.hadRoomSince("pdb-1", now.Add(-time.Hour)) {
+		t.Fatal("a budget never seen has had no room")
+	}
+	l.observe(budget("1", 1))
+	if ok, _, _ := l.take("pdb-1", "a", now); !ok {
+		t.Fatal("want allowed")
+	}
+	l.observe(budget("2", 0, "a")) // a new status keeps the time
+	if !l.hadRoomSince("pdb-1", now) || l.hadRoomSince("pdb-1", now.Add(time.Second)) {
+		t.Fatal("want room at now, none after")
+	}
+	later := now.Add(probeAfter + time.Second)
+	if ok, _, _ := l.take("pdb-1", "b", later); !ok {
+		t.Fatal("want a probe through")
+	}
+	if l.hadRoomSince("pdb-1", now.Add(time.Second)) {
+		t.Fatal("a probe through a budget at zero counted as room")
+	}
+}

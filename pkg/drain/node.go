@@ -401,33 +401,37 @@ func (nd *nodeDrain) claimAndCordon(ctx context.Context) error {
 	}
 }
 
-// keepClaim renews the claim until the returned function is called, and
-// stops renewing if another drain has taken the node over.
+// keepClaim renews the claim ClaimRenew after each write until the returned
+// function is called, retrying a failed renewal after ClaimRetry, and stops
+// renewing if another drain has taken the node over.
 func (nd *nodeDrain) keepClaim(ctx context.Context) func() {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ticker := nd.clock.NewTicker(ownership.ClaimRenew)
-		defer ticker.Stop()
+		wait := ownership.ClaimRenew
 		for {
+			timer := nd.clock.NewTimer(wait)
 			select {
 			case <-ctx.Done():
+				timer.Stop()
 				return
-			case <-ticker.C():
-				last := nd.lastClaim()
-				next := *last
-				next.Renewed = nd.clock.Now()
-				// A missed renewal is retried on the next tick; a lost claim ends renewal.
-				err := ownership.RewriteClaim(ctx, nd.client, nd.name, nd.id, last, &next)
-				if errors.Is(err, ownership.ErrClaimLost) {
-					return
-				}
-				if err == nil {
-					nd.mu.Lock()
-					nd.claim = next
-					nd.mu.Unlock()
-				}
+			case <-timer.C():
+			}
+			last := nd.lastClaim()
+			next := *last
+			next.Renewed = nd.clock.Now()
+			err := ownership.RewriteClaim(ctx, nd.client, nd.name, nd.id, last, &next)
+			switch {
+			case errors.Is(err, ownership.ErrClaimLost):
+				return
+			case err != nil:
+				wait = ownership.ClaimRetry
+			default:
+				nd.mu.Lock()
+				nd.claim = next
+				nd.mu.Unlock()
+				wait = ownership.ClaimRenew
 			}
 		}
 	}()

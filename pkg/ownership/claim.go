@@ -17,14 +17,19 @@ import (
 )
 
 // ClaimTTL is how long a claim stays live without renewal; ClaimRenew is how
-// often a running drain renews it.
+// long after its last write a running drain renews it, and ClaimRetry how
+// soon it tries again when a renewal fails. Renewing at half the TTL, with
+// retries, keeps the claim live through four failed renewals in a row, and
+// a node drained in less than ClaimRenew (most are) costs no renewal at all.
 const (
 	ClaimTTL   = 30 * time.Second
-	ClaimRenew = 10 * time.Second
+	ClaimRenew = 15 * time.Second
+	ClaimRetry = 3 * time.Second
 )
 
 // Claim is a drain's record on the node it drains (contract.AnnotationDrain):
-// a lease its drain renews every ClaimRenew, live for ClaimTTL after each.
+// a lease its drain renews ClaimRenew after each write, live for ClaimTTL
+// after each.
 type Claim struct {
 	ID       string     `json:"id"`
 	Holder   string     `json:"holder"`

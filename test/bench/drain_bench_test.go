@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,28 +126,111 @@ func waitUntil(b *testing.B, timeout time.Duration, what string, cond func() boo
 	}
 }
 
-// countingClient is a client whose every HTTP request is counted.
-func countingClient(b *testing.B, sb *sandbox.Sandbox) (kubernetes.Interface, *atomic.Int64) {
+// countingClient is a client whose every HTTP request is counted, by verb,
+// resource and subresource.
+func countingClient(b *testing.B, sb *sandbox.Sandbox) (kubernetes.Interface, *requestTally) {
 	b.Helper()
-	var n atomic.Int64
+	t := newRequestTally()
 	cfg := sb.RESTConfig()
 	cfg.QPS, cfg.Burst = 100, 200 // sluice's CLI defaults
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			n.Add(1)
+			t.add(requestKindOf(r.Method, r.URL), 1)
 			return rt.RoundTrip(r)
 		})
 	})
-	return kubernetes.NewForConfigOrDie(cfg), &n
+	return kubernetes.NewForConfigOrDie(cfg), t
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// requestKind is a request as the API server's apiserver_request_total
+// labels it: its verb (GET, LIST, WATCH, POST, PATCH, ...), resource and
+// subresource.
+type requestKind struct{ verb, resource, subresource string }
+
+func (k requestKind) String() string {
+	r := k.resource
+	if k.subresource != "" {
+		r += "/" + k.subresource
+	}
+	if r == "" {
+		r = "(not a resource)"
+	}
+	return k.verb + " " + r
+}
+
+// requestKindOf names a client's request as the API server would:
+// /api/v1/namespaces/ns/pods/p/eviction is a POST of pods/eviction, a GET
+// without a name a LIST, and with ?watch=true a WATCH.
+func requestKindOf(method string, u *url.URL) requestKind {
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return requestKind{verb: method}
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:] // a namespaced resource; "namespaces/ns" alone is the namespace itself
+	}
+	var k requestKind
+	named := len(parts) >= 2
+	if len(parts) >= 1 {
+		k.resource = parts[0]
+	}
+	if len(parts) >= 3 {
+		k.subresource = parts[2]
+	}
+	switch {
+	case method == http.MethodGet && u.Query().Get("watch") == "true":
+		k.verb = "WATCH"
+	case method == http.MethodGet && !named:
+		k.verb = "LIST"
+	case method == http.MethodDelete && !named:
+		k.verb = "DELETECOLLECTION"
+	default:
+		k.verb = method
+	}
+	return k
+}
+
+// requestTally counts requests by kind.
+type requestTally struct {
+	mu    sync.Mutex
+	kinds map[requestKind]int64
+	total atomic.Int64
+}
+
+func newRequestTally() *requestTally { return &requestTally{kinds: map[requestKind]int64{}} }
+
+func (t *requestTally) add(k requestKind, n int64) {
+	t.total.Add(n)
+	t.mu.Lock()
+	t.kinds[k] += n
+	t.mu.Unlock()
+}
+
+// Load is how many requests were counted.
+func (t *requestTally) Load() int64 { return t.total.Load() }
+
+// byKind is a copy of the counts.
+func (t *requestTally) byKind() map[requestKind]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.kinds)
+}
+
+// kubectlResponse is one request in kubectl's -v=6 log.
+var kubectlResponse = regexp.MustCompile(`"Response" verb="(\w+)" url="([^"]+)"`)
+
 // runKubectlDrain drains nodes with the pinned kubectl, returning how long it
-// took and how many API requests it made (its -v=6 log has one line each).
-func runKubectlDrain(b *testing.B, kubectl, kubeconfig string, nodes []string, extra ...string) (time.Duration, int) {
+// took and the API requests it made (its -v=6 log has one line each).
+func runKubectlDrain(b *testing.B, kubectl, kubeconfig string, nodes []string, extra ...string) (time.Duration, *requestTally) {
 	b.Helper()
 	args := append([]string{"--kubeconfig", kubeconfig, "drain", "--ignore-daemonsets", "-v=6"}, extra...)
 	args = append(args, nodes...)
@@ -154,7 +240,15 @@ func runKubectlDrain(b *testing.B, kubectl, kubeconfig string, nodes []string, e
 	start := time.Now()
 	_ = cmd.Run() // a timeout exits non-zero; the figures still count
 	took := time.Since(start)
-	return took, strings.Count(stderr.String(), `"Response" verb=`)
+	tally := newRequestTally()
+	for _, m := range kubectlResponse.FindAllStringSubmatch(stderr.String(), -1) {
+		u, err := url.Parse(m[2])
+		if err != nil {
+			b.Fatalf("kubectl's log names a request %q: %v", m[2], err)
+		}
+		tally.add(requestKindOf(m[1], u), 1)
+	}
+	return took, tally
 }
 
 // podClock watches a namespace and records, per pod, when it was asked to

@@ -114,7 +114,7 @@ func BenchmarkMaintenanceReaction(b *testing.B) {
 type target struct {
 	node, vm string
 	emu      *emulator
-	requests *atomic.Int64
+	requests *requestTally
 }
 
 // harness holds what the benchmark runs beside the sandbox: the node watch

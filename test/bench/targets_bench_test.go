@@ -112,14 +112,19 @@ var benchTargets = [figures]benchTarget{
 	// late.
 	deadlineGraceful: {bench: "BenchmarkDeadlineGracefulExits", name: "sluice drain --deadline 30s: pods exiting gracefully",
 		dir: atLeast, threshold: 100, unit: "%", tolerance: 0.05},
-	// BenchmarkDrainTwentyNodes ("sluice >= 5x faster, <= 3 requests per
-	// evicted pod"), quiet and loaded alike. Requests get the tolerance of a
-	// time: a refused eviction is asked again, and how many are refused
-	// depends on how soon replacements become Ready.
+	// BenchmarkDrainTwentyNodes: first "sluice >= 5x faster, <= 3 requests
+	// per evicted pod"; issue 38 raised both to ">= 10x kubectl's wall time
+	// and <= 2 requests per evicted pod, quiet and loaded alike", once the
+	// requests that grew with the drain's length were gone. Requests get
+	// the tolerance of a time: a refused eviction is asked again, and how
+	// many are refused depends on how soon replacements become Ready. The
+	// bench prints the wall time beside its lower bound (drainBound) too,
+	// not judged.
 	drainSpeedup: {bench: "BenchmarkDrainTwentyNodes", name: "drain 20 nodes: kubectl's wall time over sluice's",
-		dir: atLeast, threshold: 5, unit: "×", tolerance: 0.15},
+		dir: atLeast, threshold: 10, unit: "×", tolerance: 0.15},
 	drainRequestsPerPod: {bench: "BenchmarkDrainTwentyNodes", name: "drain 20 nodes: sluice's API requests per evicted pod",
-		dir: atMost, threshold: 3, unit: "requests", tolerance: 0.15, best: "1, the eviction itself"},
+		dir: atMost, threshold: 2, unit: "requests", tolerance: 0.15,
+		best: "a little over 1: the eviction, and per node a read, a list and a watch of its pods, the claim, the last check and the release"},
 	// BenchmarkMaintenanceReaction ("cordoned in < 1.5s", for every node);
 	// docs/design/maintenance.md: the poll interval plus ~40 ms.
 	maintenanceCordon: {bench: "BenchmarkMaintenanceReaction", name: "maintenance event appears -> node cordoned, slowest of 10",
