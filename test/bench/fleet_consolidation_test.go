@@ -30,8 +30,9 @@ type consolidationFigures struct {
 	bound             float64 // per hour, USD: the cheapest packing
 }
 
-// fleetConsolidation times consolidation.Decide, the function the
-// controller calls, over the largest pool and over every pool in turn, on
+// fleetConsolidation times a consolidation pass as the controller makes it
+// (consolidation.Scope, then Decide) over the largest pool and over every
+// pool in turn, on
 // the fleet's own objects with one change: each node may hold 110 pods (the
 // kubelet's default) instead of the pools' 30, so a node's pods could move
 // and the pass has a plan to make. The controller process never sees that
@@ -43,6 +44,11 @@ func fleetConsolidation(b *testing.B, srv *feed.Server, f *fleet) (largest, all 
 	for _, n := range nodes {
 		members[n.Labels[provider.LabelNodePool]] = append(members[n.Labels[provider.LabelNodePool]], n)
 	}
+	byNode := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+	}
+	podsOn := func(node string) ([]*corev1.Pod, error) { return byNode[node], nil }
 	now := time.Now()
 	decide := func(pool *v1alpha1.NodePool) *consolidation.Plan {
 		size := len(members[pool.Name])
@@ -50,7 +56,14 @@ func fleetConsolidation(b *testing.B, srv *feed.Server, f *fleet) (largest, all 
 		if err != nil {
 			b.Fatal(err)
 		}
-		return consolidation.Decide(consolidation.Input{Pool: pool, Members: members[pool.Name], Nodes: nodes, Pods: pods, PDBs: pdbs, Allowed: allowed, Now: now})
+		// What the controller hands a pass (consolidationInput): the part of
+		// the cluster the pool's pods can reach, and its namespaces' budgets.
+		scope, scoped, err := consolidation.Scope(members[pool.Name], nodes, podsOn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return consolidation.Decide(consolidation.Input{Pool: pool, Members: members[pool.Name], Nodes: scope, Pods: scoped,
+			PDBs: consolidation.BudgetsIn(pdbs, scoped), Allowed: allowed, Now: now})
 	}
 	var (
 		lastLargest *consolidation.Plan
