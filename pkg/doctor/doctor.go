@@ -334,6 +334,11 @@ func (d *diagnosis) roomFor(cluster *simulate.Cluster, target string, leave []*c
 		// what it keeps).
 		replacement := *p
 		replacement.Spec.NodeName = ""
+		// Fit, which tries only the nodes the pod selects, answers most
+		// pods; Place, which checks every node, says why when none fits.
+		if cluster.Fit(&replacement) != "" {
+			continue
+		}
 		if where, why := cluster.Place(&replacement); where == "" {
 			d.add(Finding{SeverityError, CodeNoRoom, "pod " + p.Namespace + "/" + p.Name, target,
 				"if " + target + " were drained now, this pod could not be placed elsewhere: " + why,
