@@ -258,7 +258,10 @@ func workload(ns, name, kind string, replicas, seq int, pool *v1alpha1.NodePool,
 		objs  []runtime.Object
 		owner metav1.OwnerReference
 	)
-	cpu, mem := "200m", "512Mi"
+	// What the pool's nodes hold (27 such pods, a tenth of them a
+	// StatefulSet's) stays within a Standard_D8s_v5's allocatable, as the
+	// scheduler would have kept it.
+	cpu, mem := "150m", "384Mi"
 	switch kind {
 	case "Deployment":
 		hash := fmt.Sprintf("%x", 0x5d8f7c6b9+seq)
@@ -364,6 +367,10 @@ func fleetPod(ns, name, node string, owner metav1.OwnerReference, labels map[str
 	}
 	for c := range containers {
 		cname := []string{"app", "istio-proxy"}[c]
+		if c > 0 {
+			// A sidecar asks for little.
+			requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+		}
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{
 			Name: cname, Image: fmt.Sprintf("registry.example.com/%s/%s:1.%d.0", ns, cname, seq%7), ImagePullPolicy: corev1.PullIfNotPresent,
 			Args:  []string{"--port=8080", "--log-level=info"},

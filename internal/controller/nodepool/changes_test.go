@@ -59,11 +59,12 @@ func TestChangesCountWhatConsolidationSees(t *testing.T) {
 func TestAQuietPassIsTrustedOnlyWhileNothingItReadChanged(t *testing.T) {
 	now := time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC)
 	allowed := map[v1alpha1.DisruptionReason]int{v1alpha1.ReasonUnderutilized: 2, v1alpha1.ReasonEmpty: 2}
-	in := passInputs{seq: 7, generation: 3, allowed: allowed, now: now}
+	read := poolRead{disruption: &v1alpha1.DisruptionSpec{ConsolidateAfter: "30s"}, template: &v1alpha1.NodeTemplate{Image: "img-1"}}
+	in := passInputs{seq: 7, pool: read, allowed: allowed, now: now}
 	lapse := now.Add(90 * time.Second)
 	q := in.quietUntil(&consolidation.Plan{Blocked: []consolidation.Blocker{{Node: "a"}, {Node: "b", Until: lapse}, {Node: "c", Until: now.Add(time.Hour)}}})
 	later := func(d time.Duration, change func(*passInputs)) passInputs {
-		next := passInputs{seq: 7, generation: 3, allowed: map[v1alpha1.DisruptionReason]int{v1alpha1.ReasonUnderutilized: 2, v1alpha1.ReasonEmpty: 2}, now: now.Add(d)}
+		next := passInputs{seq: 7, pool: poolRead{disruption: &v1alpha1.DisruptionSpec{ConsolidateAfter: "30s"}, template: &v1alpha1.NodeTemplate{Image: "img-1"}}, allowed: map[v1alpha1.DisruptionReason]int{v1alpha1.ReasonUnderutilized: 2, v1alpha1.ReasonEmpty: 2}, now: now.Add(d)}
 		if change != nil {
 			change(&next)
 		}
@@ -76,7 +77,9 @@ func TestAQuietPassIsTrustedOnlyWhileNothingItReadChanged(t *testing.T) {
 	}{
 		{"nothing changed", later(10*time.Second, nil), true},
 		{"a change counted", later(10*time.Second, func(p *passInputs) { p.seq = 8 }), false},
-		{"the pool edited", later(10*time.Second, func(p *passInputs) { p.generation = 4 }), false},
+		{"the pool's disruption settings edited", later(10*time.Second, func(p *passInputs) { p.pool.disruption = &v1alpha1.DisruptionSpec{ConsolidateAfter: "1m"} }), false},
+		{"the pool's template edited", later(10*time.Second, func(p *passInputs) { p.pool.template = &v1alpha1.NodeTemplate{Image: "img-2"} }), false},
+		{"the pool annotated do-not-disrupt", later(10*time.Second, func(p *passInputs) { p.pool.annotations = map[string]string{"sluice.dev/do-not-disrupt": "true"} }), false},
 		{"a budget window closing", later(10*time.Second, func(p *passInputs) { p.allowed[v1alpha1.ReasonUnderutilized] = 0 }), false},
 		{"a blocker lapsing by itself", later(91*time.Second, nil), false},
 		{"changes not counted", later(10*time.Second, func(p *passInputs) { p.seq = 0 }), false},

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -262,10 +263,20 @@ const quietRecheck = 5 * time.Minute
 // the count of changes to those: a pass with the same inputs decides the
 // same.
 type passInputs struct {
-	seq        uint64 // Changes.Seq; 0 when changes are not counted
-	generation int64
-	allowed    map[v1alpha1.DisruptionReason]int
-	now        time.Time
+	seq     uint64 // Changes.Seq; 0 when changes are not counted
+	pool    poolRead
+	allowed map[v1alpha1.DisruptionReason]int
+	now     time.Time
+}
+
+// poolRead is what a pass reads of its pool (consolidation.Decide): its
+// disruption settings, its template (the replacement's shape) and its
+// annotations (do-not-disrupt). An edit of anything else (a limit, a
+// maintenance action) does not make the pass decide otherwise.
+type poolRead struct {
+	disruption  *v1alpha1.DisruptionSpec
+	template    *v1alpha1.NodeTemplate
+	annotations map[string]string
 }
 
 // quietPass is what a pool's last pass that found nothing saw, and until
@@ -276,7 +287,7 @@ type quietPass struct {
 }
 
 func (c *Controller) seen(pool *v1alpha1.NodePool, allowed map[v1alpha1.DisruptionReason]int, now time.Time) passInputs {
-	in := passInputs{generation: pool.Generation, allowed: allowed, now: now}
+	in := passInputs{pool: poolRead{pool.Spec.Disruption, pool.Spec.Template, pool.Annotations}, allowed: allowed, now: now}
 	if c.opts.Changes != nil {
 		in.seq = c.opts.Changes()
 	}
@@ -298,6 +309,11 @@ func (in passInputs) quietUntil(plan *consolidation.Plan) quietPass {
 
 // holds says whether a pass with these inputs would find nothing again.
 func (q quietPass) holds(in passInputs) bool {
-	return in.seq != 0 && in.seq == q.seq && in.generation == q.generation &&
+	return in.seq != 0 && in.seq == q.seq && in.pool.same(q.pool) &&
 		maps.Equal(in.allowed, q.allowed) && in.now.Before(q.until)
+}
+
+func (r poolRead) same(o poolRead) bool {
+	return equality.Semantic.DeepEqual(r.disruption, o.disruption) && equality.Semantic.DeepEqual(r.template, o.template) &&
+		maps.Equal(r.annotations, o.annotations)
 }
