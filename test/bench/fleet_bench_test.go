@@ -241,7 +241,7 @@ func timeCommand(b *testing.B, bin string, args ...string) time.Duration {
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	took := time.Since(start)
 	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 3) {
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 3) {
 		b.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 20))
 	}
 	return took

@@ -267,7 +267,7 @@ func workload(ns, name, kind string, replicas, seq int, pool *v1alpha1.NodePool,
 		hash := fmt.Sprintf("%x", 0x5d8f7c6b9+seq)
 		rs := name + "-" + hash
 		objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid, Generation: 1, Labels: labels},
-			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(replicas)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}},
+			Spec:   appsv1.DeploymentSpec{Replicas: ptr.To(int32(replicas)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}},
 			Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: int32(replicas), ReadyReplicas: int32(replicas), AvailableReplicas: int32(replicas), UpdatedReplicas: int32(replicas)}},
 			&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rs, UID: uid + "-rs", Generation: 1,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: uid, Controller: ptr.To(true)}}},

@@ -184,19 +184,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, req request) {
 	if secs, err := strconv.Atoi(q.Get("timeoutSeconds")); err == nil && secs > 0 {
 		timeout = time.Duration(secs) * time.Second
 	}
-	wt := &watcher{kind: req.kind, sel: sel, events: make(chan event, watchBuffer)}
-	s.mu.Lock()
-	if from == 0 {
-		from = s.rv
-	}
-	var backlog []event
-	for _, ev := range s.history {
-		if ev.rv > from && ev.kind == req.kind && sel.matches(ev.obj) {
-			backlog = append(backlog, ev)
-		}
-	}
-	s.watchers[wt] = struct{}{}
-	s.mu.Unlock()
+	wt, backlog := s.subscribe(req, sel, from)
 	defer func() {
 		s.mu.Lock()
 		delete(s.watchers, wt)
@@ -216,14 +204,14 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, req request) {
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
-	frames := info.StreamSerializer.Framer.NewFrameWriter(w)
+	frames := info.StreamSerializer.NewFrameWriter(w)
 	send := func(ev event) bool {
 		raw, err := runtime.Encode(info.Serializer, ev.obj)
 		if err != nil {
 			return false
 		}
 		out := &metav1.WatchEvent{Type: string(ev.typ), Object: runtime.RawExtension{Raw: raw}}
-		if err := info.StreamSerializer.Serializer.Encode(out, frames); err != nil {
+		if err := info.StreamSerializer.Encode(out, frames); err != nil {
 			return false
 		}
 		if flusher != nil {
@@ -253,6 +241,25 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, req request) {
 			return
 		}
 	}
+}
+
+// subscribe opens a watch of req's kind from resource version from (now,
+// when 0), with the changes since that it missed.
+func (s *Server) subscribe(req request, sel selector, from uint64) (*watcher, []event) {
+	wt := &watcher{kind: req.kind, sel: sel, events: make(chan event, watchBuffer)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if from == 0 {
+		from = s.rv
+	}
+	var backlog []event
+	for _, ev := range s.history {
+		if ev.rv > from && ev.kind == req.kind && sel.matches(ev.obj) {
+			backlog = append(backlog, ev)
+		}
+	}
+	s.watchers[wt] = struct{}{}
+	return wt, backlog
 }
 
 // notify records a change and hands it to every watch that selects it.

@@ -296,4 +296,3 @@ func (s *Server) decode(k *kind, doc map[string]any) (runtime.Object, error) {
 func asSlice(v any) []any { s, _ := v.([]any); return s }
 
 func str(v any) string { s, _ := v.(string); return s }
-
