@@ -1,10 +1,14 @@
 package consolidation
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sluice-dev/sluice/pkg/simulate"
 )
 
 // Scope is the part of the cluster a pass over a pool must simulate to
@@ -108,11 +112,5 @@ func selectedByAny(n *corev1.Node, selectors []labels.Selector) bool {
 }
 
 func holdsInterPodTerms(pods []*corev1.Pod) bool {
-	for _, p := range pods {
-		if a := p.Spec.Affinity; a != nil && ((a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) ||
-			(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(pods, simulate.HasRequiredPodAffinity)
 }

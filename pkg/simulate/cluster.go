@@ -467,9 +467,7 @@ type podInfo struct {
 
 func newPodInfo(pod *corev1.Pod) *podInfo {
 	info := &podInfo{load: loadOf(pod), affinity: nodeaffinity.GetRequiredNodeAffinity(pod)}
-	a := pod.Spec.Affinity
-	info.hasPodAffinity = (a != nil && ((a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) ||
-		(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)))
+	info.hasPodAffinity = HasRequiredPodAffinity(pod)
 	for _, s := range pod.Spec.TopologySpreadConstraints {
 		if s.WhenUnsatisfiable == corev1.DoNotSchedule {
 			info.spread = append(info.spread, s)
@@ -479,6 +477,15 @@ func newPodInfo(pod *corev1.Pod) *podInfo {
 		info.shape = shapeOf(pod, info)
 	}
 	return info
+}
+
+// HasRequiredPodAffinity says whether the pod has required inter-pod
+// affinity or anti-affinity terms: terms whose reach, a zone's for
+// instance, goes past its own node.
+func HasRequiredPodAffinity(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	return a != nil && ((a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) ||
+		(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0))
 }
 
 func loadOf(pod *corev1.Pod) load {
