@@ -2,6 +2,7 @@ package budget
 
 import (
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -147,6 +148,35 @@ func (w window) nextChange(now time.Time) (time.Time, bool) {
 // Validate reads no clock: it walks one leap-year cycle from a fixed start
 // instead, the calendar repeating, to a day's accuracy, after it.
 func (w window) firesYearly(spec string) error {
+	key := spec + "\x00" + w.zone.String()
+	yearly.Lock()
+	err, ok := yearly.seen[key]
+	yearly.Unlock()
+	if ok {
+		return err
+	}
+	err = w.walkYears(spec)
+	yearly.Lock()
+	defer yearly.Unlock()
+	if len(yearly.seen) >= yearlyKept {
+		yearly.seen = map[string]error{}
+	}
+	yearly.seen[key] = err
+	return err
+}
+
+// yearly keeps firesYearly's answers by schedule and time zone: the walk
+// is 1,461 firings, and every pass of every pool validates its budgets.
+var yearly = struct {
+	sync.Mutex
+	seen map[string]error
+}{seen: map[string]error{}}
+
+// yearlyKept bounds yearly; past it, it starts again.
+const yearlyKept = 4096
+
+// walkYears is firesYearly's walk.
+func (w window) walkYears(spec string) error {
 	start := time.Date(2024, time.January, 1, 0, 0, 0, 0, w.zone)
 	end := start.AddDate(4, 0, 0)
 	for t := start; t.Before(end); {

@@ -26,8 +26,14 @@ const (
 func Execute() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var profile profileFlags
 	cmd := NewRootCommand()
-	if err := cmd.ExecuteContext(ctx); err != nil {
+	profile.register(cmd)
+	err := cmd.ExecuteContext(ctx)
+	if perr := profile.stop(); perr != nil {
+		fmt.Fprintln(os.Stderr, "error: --profile:", perr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		var coded exitCoder
 		if errors.As(err, &coded) {

@@ -52,6 +52,8 @@ type Cluster struct {
 	byLabel map[string][]int      // "key=value" -> positions of the nodes with that label, built on first use
 	anti    map[string]*antiGroup // placed pods' required anti-affinity terms, grouped
 	journal []change              // what to undo, while a snapshot is open
+	gen     uint64                // counts changes: a scan holds while it does not move
+	scans   map[string]*scan      // node-local shape -> its last scan (scan.go)
 	open    int                   // snapshots not yet restored
 }
 
@@ -110,28 +112,25 @@ func (c *Cluster) Check(pod *corev1.Pod, node string) []Failure {
 // for later pods), and returns the node's name. When no node fits it returns
 // "" and the scheduler-style summary of why, e.g.
 // "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) were unschedulable".
+// It reads every node; pods alike that fail one after another, nothing
+// placed between them, share one reading (scan.go).
 func (c *Cluster) Place(pod *corev1.Pod) (string, string) {
 	info := newPodInfo(pod)
-	start := 0
-	if info.shape != "" {
-		start = c.cursors[info.shape]
-	}
-	tally := map[string]int{}
-	for i := start; i < len(c.nodes); i++ {
-		ns := c.nodes[i]
-		failures := c.check(pod, ns, info)
+	s := c.scanFor(pod, info)
+	var refused []string
+	for _, i := range s.pass {
+		failures := c.interPod(pod, c.nodes[i], info)
 		if len(failures) == 0 {
 			return c.bind(pod, i, info), ""
 		}
-		// Nodes before the cursor failed this shape for good: pods only ever
-		// add up, so a node that cannot take it now never will.
-		if info.shape != "" && i == c.cursors[info.shape] {
-			c.cursors[info.shape] = i + 1
-		}
-		tally[failures[0].Detail]++
+		refused = append(refused, failures[0].Detail)
 	}
-	for i := 0; i < start; i++ {
-		tally[c.check(pod, c.nodes[i], info)[0].Detail]++
+	tally := make(map[string]int, len(s.tally)+1)
+	for detail, n := range s.tally {
+		tally[detail] = n
+	}
+	for _, detail := range refused {
+		tally[detail]++
 	}
 	return "", summarize(len(c.nodes), tally)
 }
@@ -143,6 +142,14 @@ func (c *Cluster) Place(pod *corev1.Pod) (string, string) {
 // pool's pods are checked against the pool's nodes, not every node.
 func (c *Cluster) Fit(pod *corev1.Pod) string {
 	info := newPodInfo(pod)
+	if s := c.scanned(pod, info); s != nil {
+		for _, i := range s.pass {
+			if len(c.interPod(pod, c.nodes[i], info)) == 0 {
+				return c.bind(pod, i, info)
+			}
+		}
+		return ""
+	}
 	start := 0
 	if info.shape != "" {
 		start = c.cursors[info.shape]
@@ -242,6 +249,7 @@ func (c *Cluster) Cordon(node string) bool {
 	}
 	if !ns.cordoned {
 		ns.cordoned = true
+		c.gen++
 		c.record(change{node: ns, cordon: true})
 	}
 	return true
@@ -258,6 +266,7 @@ func (c *Cluster) Uncordon(node string) bool {
 	}
 	if ns.cordoned {
 		ns.cordoned = false
+		c.gen++
 		c.cursors = map[string]int{}
 		c.record(change{node: ns, uncordon: true})
 	}
@@ -285,8 +294,10 @@ func (c *Cluster) Snapshot() (restore func()) {
 			switch ch := c.journal[i]; {
 			case ch.cordon:
 				ch.node.cordoned = false
+				c.gen++
 			case ch.uncordon:
 				ch.node.cordoned = true
+				c.gen++
 			case ch.removed:
 				c.add(ch.pod, ch.node, ch.load)
 			default:
@@ -316,51 +327,77 @@ func (c *Cluster) Nodes() []string {
 }
 
 func (c *Cluster) check(pod *corev1.Pod, ns *nodeState, info *podInfo) []Failure {
+	if out := local(pod, ns, info, false); len(out) > 0 {
+		return out
+	}
+	return c.interPod(pod, ns, info)
+}
+
+// local is the filters that read only the node and what is on it; with
+// first, it stops at the first failure, the one Place tallies.
+func local(pod *corev1.Pod, ns *nodeState, info *podInfo, first bool) []Failure {
 	var out []Failure
+	fail := func(f Failure) bool {
+		out = append(out, f)
+		return first
+	}
 	n := ns.node
-	if pod.Spec.NodeName != "" && pod.Spec.NodeName != n.Name {
-		out = append(out, Failure{ReasonNodeName, "node(s) didn't match the requested node name"})
+	if pod.Spec.NodeName != "" && pod.Spec.NodeName != n.Name && fail(Failure{ReasonNodeName, "node(s) didn't match the requested node name"}) {
+		return out
 	}
-	if (n.Spec.Unschedulable || ns.cordoned) && !corev1helpers.TolerationsTolerateTaint(pod.Spec.Tolerations, &unschedulableTaint) {
-		out = append(out, Failure{ReasonUnschedulable, "node(s) were unschedulable"})
+	if (n.Spec.Unschedulable || ns.cordoned) && !corev1helpers.TolerationsTolerateTaint(pod.Spec.Tolerations, &unschedulableTaint) &&
+		fail(Failure{ReasonUnschedulable, "node(s) were unschedulable"}) {
+		return out
 	}
-	if taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(n.Spec.Taints, pod.Spec.Tolerations, hardTaint); untolerated {
-		out = append(out, Failure{ReasonTaint, fmt.Sprintf("node(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)})
+	if taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(n.Spec.Taints, pod.Spec.Tolerations, hardTaint); untolerated &&
+		fail(Failure{ReasonTaint, fmt.Sprintf("node(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)}) {
+		return out
 	}
-	if ok, _ := info.affinity.Match(n); !ok {
-		out = append(out, Failure{ReasonNodeAffinity, "node(s) didn't match Pod's node affinity/selector"})
+	if ok, _ := info.affinity.Match(n); !ok && fail(Failure{ReasonNodeAffinity, "node(s) didn't match Pod's node affinity/selector"}) {
+		return out
 	}
 	for _, port := range info.ports {
 		if ns.portTaken(port) {
-			out = append(out, Failure{ReasonPorts, "node(s) didn't have free ports for the requested pod ports"})
+			if fail(Failure{ReasonPorts, "node(s) didn't have free ports for the requested pod ports"}) {
+				return out
+			}
 			break
 		}
 	}
-	out = append(out, ns.fits(info.requests)...)
-	// Pods already placed may repel this one even if it has no terms itself.
-	if len(out) == 0 && (info.hasPodAffinity || len(c.anti) > 0) {
-		out = append(out, c.checkPodAffinity(pod, ns, info)...)
-	}
-	if len(out) == 0 && len(info.spread) > 0 {
-		out = append(out, c.checkSpread(pod, ns, info)...)
-	}
-	return out
+	return append(out, ns.fits(info, first)...)
 }
 
-func (ns *nodeState) fits(req map[corev1.ResourceName]int64) []Failure {
+// interPod is the filters that read other nodes' pods: inter-pod affinity
+// and topology spread, asked of a node the local filters pass.
+func (c *Cluster) interPod(pod *corev1.Pod, ns *nodeState, info *podInfo) []Failure {
+	// Pods already placed may repel this one even if it has no terms itself.
+	if info.hasPodAffinity || len(c.anti) > 0 {
+		if out := c.checkPodAffinity(pod, ns, info); len(out) > 0 {
+			return out
+		}
+	}
+	if len(info.spread) > 0 {
+		return c.checkSpread(pod, ns, info)
+	}
+	return nil
+}
+
+// fits is the resources filter: the pod count, then each resource the pod
+// requests, by name; with first, only the first shortfall.
+func (ns *nodeState) fits(info *podInfo, first bool) []Failure {
 	var out []Failure
 	if ns.pods+1 > int(ns.allocatable[corev1.ResourcePods]) {
 		out = append(out, Failure{ReasonResources, "Too many pods"})
+		if first {
+			return out
+		}
 	}
-	names := make([]string, 0, len(req))
-	for name := range req {
-		names = append(names, string(name))
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		r := corev1.ResourceName(name)
-		if req[r] > 0 && ns.allocatable[r]-ns.requested[r] < req[r] {
-			out = append(out, Failure{ReasonResources, "Insufficient " + name})
+	for _, r := range info.requestNames {
+		if q := info.requests[r]; q > 0 && ns.allocatable[r]-ns.requested[r] < q {
+			out = append(out, Failure{ReasonResources, "Insufficient " + string(r)})
+			if first {
+				return out
+			}
 		}
 	}
 	return out
@@ -382,6 +419,7 @@ func (ns *nodeState) portTaken(p portKey) bool {
 }
 
 func (c *Cluster) add(pod *corev1.Pod, ns *nodeState, l load) {
+	c.gen++
 	ns.pods++
 	for r, q := range l.requests {
 		ns.requested[r] += q
@@ -405,6 +443,7 @@ func (c *Cluster) remove(pod *corev1.Pod, ns *nodeState) {
 		return
 	}
 	l := c.loads[i]
+	c.gen++
 	ns.pods--
 	for r, q := range l.requests {
 		ns.requested[r] -= q
@@ -459,6 +498,9 @@ type podInfo struct {
 	repelledDone bool
 	spreadCounts []map[string]int // per constraint: eligible domain -> matching pods
 	spreadLowest []int
+	// requestNames are the resources the pod requests, sorted: the order
+	// the resources filter names shortfalls in.
+	requestNames []corev1.ResourceName
 	// shape identifies pods whose feasibility depends only on the node's own
 	// state (no inter-pod terms): such pods can resume the scan where the
 	// previous one of the same shape succeeded. Empty when not applicable.
@@ -467,6 +509,10 @@ type podInfo struct {
 
 func newPodInfo(pod *corev1.Pod) *podInfo {
 	info := &podInfo{load: loadOf(pod), affinity: nodeaffinity.GetRequiredNodeAffinity(pod)}
+	for r := range info.requests {
+		info.requestNames = append(info.requestNames, r)
+	}
+	slices.Sort(info.requestNames)
 	info.hasPodAffinity = HasRequiredPodAffinity(pod)
 	for _, s := range pod.Spec.TopologySpreadConstraints {
 		if s.WhenUnsatisfiable == corev1.DoNotSchedule {
@@ -500,19 +546,10 @@ func loadOf(pod *corev1.Pod) load {
 	return l
 }
 
-// shapeOf is a key for pods that every node-local filter treats alike.
+// shapeOf is a key for pods that every filter treats alike: for a pod
+// without inter-pod terms, the node-local filters are all of them.
 func shapeOf(pod *corev1.Pod, info *podInfo) string {
-	var b strings.Builder
-	names := make([]string, 0, len(info.requests))
-	for r := range info.requests {
-		names = append(names, string(r))
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(&b, "%s=%d,", n, info.requests[corev1.ResourceName(n)])
-	}
-	fmt.Fprintf(&b, "|%s|%v|%v|%v|%v", pod.Spec.NodeName, pod.Spec.NodeSelector, pod.Spec.Tolerations, pod.Spec.Affinity, info.ports)
-	return b.String()
+	return localShape(pod, info)
 }
 
 // The unschedulable "taint" the scheduler checks cordoned nodes against, and

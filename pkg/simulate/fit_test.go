@@ -70,3 +70,85 @@ func TestFitChoosesAsPlaceDoes(t *testing.T) {
 	}
 	t.Logf("%d of %d pods landed, %d of them with a nodeSelector", landed, len(pods), fits)
 }
+
+// TestPlaceAnswersAsReadingEveryNodeDoes places pods one after another on a
+// cluster that fills up, with removals, cordons and snapshots in between,
+// and compares each answer with a reading of every node in order by the
+// filters themselves: the first node with no failure takes the pod, and
+// when none does the summary counts each node's first failure. Pods of a
+// few shapes fail in a row once the pools are full, which is when Place
+// reuses one reading of the nodes for the next pod alike; a change in
+// between must end that.
+func TestPlaceAnswersAsReadingEveryNodeDoes(t *testing.T) {
+	var all []*corev1.Node
+	for i, name := range []string{"alpha", "beta", "gamma"} {
+		all = append(all, fixture.AKSPool(name, 3+i, fixture.InstanceType("Standard_D4s_v5", "4", "16Gi"), fixture.MaxPods(6)).Nodes()...)
+	}
+	rng := rand.New(rand.NewPCG(38, 7))
+	selectors := []map[string]string{nil, {fixture.LabelAKSAgentPool: "beta"}, {fixture.LabelAKSAgentPool: "gamma"}}
+	c := NewCluster(all, nil)
+	c.Cordon(all[2].Name)
+	var placed []*corev1.Pod
+	fails := 0
+	for i := range 400 {
+		size := 1 + rng.IntN(3)
+		p := pod(fmt.Sprintf("p%03d", i), fixture.Requests(fmt.Sprintf("%dm", 300*size), fmt.Sprintf("%dMi", 700*size)))
+		p.Spec.NodeName = ""
+		p.Spec.NodeSelector = selectors[rng.IntN(len(selectors))]
+		wantNode, wantWhy := readEveryNode(c, p)
+		gotNode, gotWhy := c.Place(p)
+		if gotNode != wantNode || gotWhy != wantWhy {
+			t.Fatalf("pod %d (%v, nodeSelector %v): Place said %q %q; reading every node says %q %q", i, p.Spec.Containers[0].Resources.Requests, p.Spec.NodeSelector, gotNode, gotWhy, wantNode, wantWhy)
+		}
+		if gotNode == "" {
+			fails++
+		} else {
+			placed = append(placed, p)
+		}
+		switch r := rng.IntN(20); {
+		case r == 0 && len(placed) > 0:
+			// Room made: a pod alike that failed before may fit now.
+			k := rng.IntN(len(placed))
+			c.Remove(placed[k].Namespace, placed[k].Name)
+			placed = append(placed[:k], placed[k+1:]...)
+		case r == 1:
+			c.Uncordon(all[2].Name)
+		case r == 2:
+			c.Cordon(all[rng.IntN(len(all))].Name)
+		case r == 3 && len(placed) > 0:
+			restore := c.Snapshot()
+			c.Remove(placed[0].Namespace, placed[0].Name)
+			c.Cordon(all[0].Name)
+			if n, _ := c.Place(p); n == "" && len(readEveryNodeFits(c, p)) > 0 {
+				t.Fatalf("pod %d within a snapshot: Place found no node, but %v take it", i, readEveryNodeFits(c, p))
+			}
+			restore()
+		}
+	}
+	if fails < 50 {
+		t.Fatalf("only %d of 400 pods failed to place: the test does not reach full pools, where Place reuses its reading", fails)
+	}
+}
+
+// readEveryNode is Place by the filters alone, node after node.
+func readEveryNode(c *Cluster, p *corev1.Pod) (string, string) {
+	tally := map[string]int{}
+	for _, name := range c.Nodes() {
+		failures := c.Check(p, name)
+		if len(failures) == 0 {
+			return name, ""
+		}
+		tally[failures[0].Detail]++
+	}
+	return "", summarize(len(c.Nodes()), tally)
+}
+
+func readEveryNodeFits(c *Cluster, p *corev1.Pod) []string {
+	var out []string
+	for _, name := range c.Nodes() {
+		if len(c.Check(p, name)) == 0 {
+			out = append(out, name)
+		}
+	}
+	return out
+}

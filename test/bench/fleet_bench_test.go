@@ -27,8 +27,15 @@ import (
 const envFleetSizes = "SLUICE_BENCH_FLEET" // comma-separated node counts (default 1000,2000,5000)
 
 // fleetRuns is how many times each figure is measured at each size; the
-// median is printed and judged.
-const fleetRuns = 3
+// median is printed and judged. SLUICE_BENCH_FLEET_RUNS=1 makes a quick
+// look while working on a figure.
+var fleetRuns = 3
+
+func init() {
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_FLEET_RUNS")); err == nil && n > 0 {
+		fleetRuns = n
+	}
+}
 
 // BenchmarkFleet measures the controller's own costs on a cluster at
 // Kubernetes' limits: 5,000 nodes, 150,000 pods and 100 pools, and the same
@@ -121,6 +128,7 @@ func fleetAtSize(b *testing.B, bin string, n int) fleetResult {
 		b.Fatal(err)
 	}
 	r := fleetResult{fleet: f, load: loadavg()}
+	profiles := fleetProfileDir(b)
 	for run := range fleetRuns {
 		start := time.Now()
 		c := startControllerProcess(b, bin, kubeconfig, "--providers", "kwok", "--profiling")
@@ -142,17 +150,24 @@ func fleetAtSize(b *testing.B, bin string, n int) fleetResult {
 		r.idleCPU = append(r.idleCPU, (c.cpu(b)-cpu)/idle.Seconds())
 
 		sum, count := reconcileTime(b, c, "nodepool")
+		var profiled func()
+		if profiles != "" && run == 0 {
+			profiled = profileController(b, c, profiles, fmt.Sprintf("controller-pass-%d.pprof", n), 20*time.Second)
+		}
 		r.pass = append(r.pass, editEveryFleetPool(b, srv, f, run))
+		if profiled != nil {
+			profiled()
+		}
 		sum2, count2 := reconcileTime(b, c, "nodepool")
 		r.reconciles = append(r.reconciles, time.Duration((sum2-sum)/max(count2-count, 1)*float64(time.Second)))
 		c.mustRun(b, "after the pass")
 		c.stop()
 
-		r.status = append(r.status, timeCommand(b, bin, "status", "--kubeconfig", kubeconfig))
+		r.status = append(r.status, timeCommand(b, bin, append([]string{"status", "--kubeconfig", kubeconfig}, profileArgs(profiles, fmt.Sprintf("status-%d-%d.pprof", n, run))...)...))
 		// A doctor run past a minute is run once: its median would cost
 		// the benchmark minutes more and say the same.
 		if run == 0 || r.doctor[0] < time.Minute {
-			r.doctor = append(r.doctor, timeCommand(b, bin, "doctor", "--kubeconfig", kubeconfig))
+			r.doctor = append(r.doctor, timeCommand(b, bin, append([]string{"doctor", "--kubeconfig", kubeconfig}, profileArgs(profiles, fmt.Sprintf("doctor-%d-%d.pprof", n, run))...)...))
 		}
 	}
 	for key, v := range srv.Requests() {

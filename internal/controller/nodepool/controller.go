@@ -147,6 +147,10 @@ type Controller struct {
 	wake chan event.GenericEvent
 	// orphans paces the passes that find machines nothing accounts for.
 	orphans orphanPasses
+	// nodes lists the cache's nodes, its own objects, read only
+	// (SetupWithManager): a pass over a pool reads every node, and copying
+	// 5,000 of them for each of 100 pools is most of a pass's cost.
+	nodes func() []*corev1.Node
 	// planned, when set, collects what the methods would do instead of
 	// reporting it, and planConsolidate decides consolidation's (Plan).
 	planned         *[]Would
@@ -214,13 +218,17 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}); err != nil {
 		return fmt.Errorf("indexing nodes by providerID: %w", err)
 	}
+	if err := c.readNodesFrom(mgr); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodepool").
 		// A pool's generation, or its upgrade's pause and abort.
 		For(&v1alpha1.NodePool{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, upgradeControlChanged))).
 		// A pool's nodes depend on the other pools (the oldest wins a node
-		// two select): a change to one is a change to all.
-		Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.allPools), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// two select): a pool that comes, goes or selects other nodes
+		// changes every pool's members.
+		Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.allPools), builder.WithPredicates(membershipChanged)).
 		Watches(&corev1.Node{}, c.nodeOwners(), builder.WithPredicates(nodeChanged)).
 		WatchesRawSource(source.Channel(c.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
@@ -283,7 +291,7 @@ func (c *Controller) nodeOwners() handler.Funcs {
 
 func (c *Controller) allPools(ctx context.Context, _ client.Object) []reconcile.Request {
 	var list v1alpha1.NodePoolList
-	if err := c.kube.List(ctx, &list); err != nil {
+	if err := c.kube.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, len(list.Items))
@@ -306,19 +314,17 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
+	// The cache's own objects, not copies (100 pools and 5,000 nodes a
+	// reconcile): read only, and copied before any write (setRecord,
+	// markNode).
 	var all v1alpha1.NodePoolList
-	if err := c.kube.List(ctx, &all); err != nil {
+	if err := c.kube.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing node pools: %w", err)
 	}
-	// The cache's own objects, not copies (1,000 nodes a reconcile): read
-	// only, and copied before any write (setRecord, markNode).
-	var nodes corev1.NodeList
-	if err := c.kube.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
-	}
+	nodes := c.nodes()
 	now := c.clock.Now()
-	v := observe(pool, Members(pool, nodes.Items, all.Items), c.opts.PodsOn, now)
-	v.countCluster(nodes.Items)
+	v := observe(pool, MembersOf(pool, nodes, all.Items), c.opts.PodsOn, now)
+	v.countCluster(nodes)
 	c.settleMarks(v, now)
 	problem := pools.Validate(pool, v.Size)
 	next := v.NextChange
@@ -345,7 +351,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// causes queue the pool again, and the status follows then.
 	}
 	if pool.Spec.Provider.Manages() && c.machines.Serves(pool.Spec.Provider.Name) {
-		wait, err := c.collectOrphans(ctx, pool, nodes.Items, now)
+		wait, err := c.collectOrphans(ctx, pool, nodes, now)
 		if err != nil {
 			c.opts.Log.Error("collecting orphaned machines", "nodepool", pool.Name, "err", err)
 		}
@@ -360,6 +366,11 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // Members returns the nodes the pool selects (a node that several pools
 // select follows the oldest).
 func Members(pool *v1alpha1.NodePool, nodes []corev1.Node, all []v1alpha1.NodePool) []*corev1.Node {
+	return MembersOf(pool, pointers(nodes), all)
+}
+
+// MembersOf is Members over pointers to the nodes.
+func MembersOf(pool *v1alpha1.NodePool, nodes []*corev1.Node, all []v1alpha1.NodePool) []*corev1.Node {
 	// A node the pool's own selector does not select is not its member
 	// whatever the other pools say: only those it selects are resolved
 	// against every pool (which owns a node two select).
@@ -369,13 +380,21 @@ func Members(pool *v1alpha1.NodePool, nodes []corev1.Node, all []v1alpha1.NodePo
 	}
 	var out []*corev1.Node
 	m := pools.NewMatcher(all)
-	for i := range nodes {
-		if !own.Matches(labels.Set(nodes[i].Labels)) {
+	for _, n := range nodes {
+		if !own.Matches(labels.Set(n.Labels)) {
 			continue
 		}
-		if owner, _ := m.For(&nodes[i]); owner != nil && owner.Name == pool.Name {
-			out = append(out, &nodes[i])
+		if owner, _ := m.For(n); owner != nil && owner.Name == pool.Name {
+			out = append(out, n)
 		}
+	}
+	return out
+}
+
+func pointers(nodes []corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, len(nodes))
+	for i := range nodes {
+		out[i] = &nodes[i]
 	}
 	return out
 }

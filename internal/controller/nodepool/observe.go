@@ -31,17 +31,17 @@ func (v *view) unseen(node string) bool { return slices.Contains(v.Unseen, node)
 
 // countCluster notes how many of the cluster's nodes outside the pool are
 // not Ready.
-func (v *view) countCluster(nodes []corev1.Node) {
+func (v *view) countCluster(nodes []*corev1.Node) {
 	members := make(map[string]bool, len(v.Nodes))
 	for _, n := range v.Nodes {
 		members[n.Name] = true
 	}
-	for i := range nodes {
-		if members[nodes[i].Name] {
+	for _, n := range nodes {
+		if members[n.Name] {
 			continue
 		}
 		v.clusterNodes++
-		if !budget.NodeReady(&nodes[i]) {
+		if !budget.NodeReady(n) {
 			v.clusterNotReady++
 		}
 	}

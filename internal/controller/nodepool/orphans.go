@@ -85,7 +85,7 @@ func (c *Controller) orphanEvery() time.Duration {
 // accounts for: not deleting already, older than the registration timeout,
 // with no Node (by machine name or providerID) and named by no record on
 // any node (nodes: the cluster's). It returns when the next pass is due.
-func (c *Controller) collectOrphans(ctx context.Context, pool *v1alpha1.NodePool, nodes []corev1.Node, now time.Time) (time.Duration, error) {
+func (c *Controller) collectOrphans(ctx context.Context, pool *v1alpha1.NodePool, nodes []*corev1.Node, now time.Time) (time.Duration, error) {
 	every := c.orphanEvery()
 	if !c.orphans.due(pool.Name, every, now) {
 		return every, nil
@@ -95,12 +95,12 @@ func (c *Controller) collectOrphans(ctx context.Context, pool *v1alpha1.NodePool
 		return every, fmt.Errorf("listing the machines of pool %s: %w", pool.Name, err)
 	}
 	named := map[string]bool{}
-	for i := range nodes {
-		r, err := disruption.RecordOf(&nodes[i])
+	for _, n := range nodes {
+		r, err := disruption.RecordOf(n)
 		if err != nil {
 			// A record this controller cannot read (or a newer sluice
 			// wrote) may name a machine: none is an orphan until it can.
-			c.opts.Log.Info("orphaned machines not collected: a record cannot be read", "pool", pool.Name, "node", nodes[i].Name, "err", err)
+			c.opts.Log.Info("orphaned machines not collected: a record cannot be read", "pool", pool.Name, "node", n.Name, "err", err)
 			return every, nil
 		}
 		if r != nil && r.Replacement != "" {
