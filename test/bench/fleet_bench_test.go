@@ -104,6 +104,7 @@ type fleetResult struct {
 	status, doctor            []time.Duration
 	idleWrites, idleReads     []float64
 	idleCPU                   []float64 // cores
+	passConsolidations        []float64 // consolidation passes run within the pool pass
 	refused                   int       // evictions and bindings asked of the feed
 	consolidateLargest, whole consolidationFigures
 	load                      string
@@ -150,6 +151,7 @@ func fleetAtSize(b *testing.B, bin string, n int) fleetResult {
 		r.idleCPU = append(r.idleCPU, (c.cpu(b)-cpu)/idle.Seconds())
 
 		sum, count := reconcileTime(b, c, "nodepool")
+		passesBefore := consolidationPasses(b, c)
 		var profiled func()
 		if profiles != "" && run == 0 {
 			profiled = profileController(b, c, profiles, fmt.Sprintf("controller-pass-%d.pprof", n), 20*time.Second)
@@ -159,6 +161,7 @@ func fleetAtSize(b *testing.B, bin string, n int) fleetResult {
 			profiled()
 		}
 		sum2, count2 := reconcileTime(b, c, "nodepool")
+		r.passConsolidations = append(r.passConsolidations, consolidationPasses(b, c)-passesBefore)
 		r.reconciles = append(r.reconciles, time.Duration((sum2-sum)/max(count2-count, 1)*float64(time.Second)))
 		c.mustRun(b, "after the pass")
 		c.stop()
@@ -233,6 +236,30 @@ func editEveryFleetPool(b *testing.B, srv *feed.Server, f *fleet, run int) time.
 		return true
 	})
 	return time.Since(start)
+}
+
+// consolidationPasses reads how many consolidation passes the controller
+// has made (sluice_consolidation_pass_seconds' count).
+func consolidationPasses(b *testing.B, c *controllerProcess) float64 {
+	b.Helper()
+	const family = "sluice_consolidation_pass_seconds_count"
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(c.metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), family+" "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				b.Fatalf("%s: %v", family, err)
+			}
+			return n
+		}
+	}
+	return 0
 }
 
 func requestDelta(before, after map[string]int) (reads, writes float64) {
@@ -339,6 +366,7 @@ func printFleet(rs []fleetResult, sc *scorecard, loadStart string) {
 		}),
 		row("one evaluation pass of every pool (wall)", want(fleetPass), func(r fleetResult) string { return medianDuration(r.pass).Round(time.Millisecond).String() }),
 		row("  one pool's reconcile, mean", "", func(r fleetResult) string { return medianDuration(r.reconciles).Round(100 * time.Microsecond).String() }),
+		row("  consolidation passes within it (of 100 pools)", "", func(r fleetResult) string { return fmt.Sprintf("%.0f", medianFloat(r.passConsolidations)) }),
 		row("consolidation pass, largest pool", want(fleetConsolidateLargest), func(r fleetResult) string {
 			return medianDuration(r.consolidateLargest.took).Round(time.Millisecond).String()
 		}),
