@@ -453,10 +453,22 @@ func daemonOverhead(members []*corev1.Node, podsOn map[string][]*corev1.Pod) cor
 // sortLargestFirst orders pods by cpu then memory requested, largest first
 // (first-fit decreasing packs tighter than arrival order).
 func sortLargestFirst(pods []*corev1.Pod) {
-	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
-		ra, rb := requests(a), requests(b)
-		return cmp.Or(ra.Cpu().Cmp(*rb.Cpu())*-1, ra.Memory().Cmp(*rb.Memory())*-1)
+	// Each pod's requests summed once, not at every comparison.
+	type sized struct {
+		pod         *corev1.Pod
+		cpu, memory int64
+	}
+	s := make([]sized, len(pods))
+	for i, p := range pods {
+		r := requests(p)
+		s[i] = sized{p, r.Cpu().MilliValue(), r.Memory().Value()}
+	}
+	slices.SortStableFunc(s, func(a, b sized) int {
+		return cmp.Or(cmp.Compare(b.cpu, a.cpu), cmp.Compare(b.memory, a.memory))
 	})
+	for i := range s {
+		pods[i] = s[i].pod
+	}
 }
 
 func podNames(pods []*corev1.Pod, most int) string {

@@ -183,8 +183,11 @@ func (c *Cluster) bind(pod *corev1.Pod, i int, info *podInfo) string {
 	if info.shape != "" {
 		c.cursors[info.shape] = i
 	}
-	placed := pod.DeepCopy()
-	placed.Spec.NodeName = ns.node.Name
+	// A copy of the struct with its node set: the cluster only reads a
+	// pod, so what the copy shares with the caller's stays as it is.
+	copied := *pod
+	copied.Spec.NodeName = ns.node.Name
+	placed := &copied
 	c.add(placed, ns, info.load)
 	c.record(change{node: ns, pod: placed})
 	return ns.node.Name

@@ -125,7 +125,11 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("deletion").
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged)).
-		Watches(&v1alpha1.NodePool{}, c.poolNodes(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A pool's provider says whether its nodes keep the finalizer, and
+		// its disruption settings how a deleted node's drain goes.
+		Watches(&v1alpha1.NodePool{}, c.poolNodes(), builder.WithPredicates(pools.Changed(func(p *v1alpha1.NodePool) any {
+			return []any{p.Spec.Provider, p.Spec.Disruption}
+		}))).
 		WatchesRawSource(source.Channel(c.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)}).
 		Complete(c)

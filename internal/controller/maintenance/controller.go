@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sluice-dev/sluice/internal/budget"
+	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/termination"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
@@ -119,8 +120,10 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager, workers int, watchPools 
 		WatchesRawSource(source.Channel(c.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1), UsePriorityQueue: ptr.To(true)})
 	if watchPools {
+		// Only what changes a node's policy (PolicyOf): not every status
+		// write, nor a limit's edit.
 		b = b.Watches(&v1alpha1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodesWithMaintenance),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})) // not every status write
+			builder.WithPredicates(nodepool.Changed(func(p *v1alpha1.NodePool) any { return p.Spec.Maintenance })))
 	}
 	if c.opts.Webhook != nil {
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { c.opts.Webhook.Run(ctx); return nil })); err != nil {
@@ -213,7 +216,8 @@ func equalLabels(a, b map[string]string) bool {
 // nodesWithMaintenance maps a NodePool change to the nodes whose policy it
 // may change: those with maintenance in progress.
 func (c *Controller) nodesWithMaintenance(ctx context.Context, _ client.Object) []reconcile.Request {
-	// Read only: the cache's own objects, not 1,000 copies a pool event.
+	// Read only: the cache's own objects, not 1,000 copies a pool event;
+	// and only those a maintenance event's annotation is on.
 	var nodes corev1.NodeList
 	if err := c.kube.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		c.opts.Log.Error("listing nodes from the cache", "err", err)

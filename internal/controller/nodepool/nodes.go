@@ -5,13 +5,10 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	pools "github.com/sluice-dev/sluice/internal/nodepool"
 )
 
 // readNodesFrom makes c.nodes read the manager's node informer: the
@@ -40,16 +37,5 @@ func (c *Controller) readNodesFrom(mgr ctrl.Manager) error {
 }
 
 // membershipChanged passes the pool changes that can move a node from one
-// pool to another: a pool made or deleted, or its nodeSelector edited (the
-// oldest of the pools that select a node owns it, and a pool's age does
-// not change).
-var membershipChanged = predicate.Funcs{
-	CreateFunc: func(event.CreateEvent) bool { return true },
-	DeleteFunc: func(event.DeleteEvent) bool { return true },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okO := e.ObjectOld.(*v1alpha1.NodePool)
-		n, okN := e.ObjectNew.(*v1alpha1.NodePool)
-		return !okO || !okN || !equality.Semantic.DeepEqual(o.Spec.NodeSelector, n.Spec.NodeSelector)
-	},
-	GenericFunc: func(event.GenericEvent) bool { return false },
-}
+// pool to another.
+var membershipChanged = pools.Changed(nil)
