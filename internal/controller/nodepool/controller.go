@@ -151,6 +151,9 @@ type Controller struct {
 	// (SetupWithManager): a pass over a pool reads every node, and copying
 	// 5,000 of them for each of 100 pools is most of a pass's cost.
 	nodes func() []*corev1.Node
+	// labelled lists the cache's nodes carrying one label, when the
+	// informer has the index (readNodesFrom); nil otherwise.
+	labelled func(key, value string) ([]*corev1.Node, bool)
 	// planned, when set, collects what the methods would do instead of
 	// reporting it, and planConsolidate decides consolidation's (Plan).
 	planned         *[]Would
@@ -323,7 +326,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	nodes := c.nodes()
 	now := c.clock.Now()
-	v := observe(pool, MembersOf(pool, nodes, all.Items), c.opts.PodsOn, now)
+	v := observe(pool, MembersOf(pool, c.candidates(pool, nodes), all.Items), c.opts.PodsOn, now)
 	v.countCluster(nodes)
 	c.settleMarks(v, now)
 	problem := pools.Validate(pool, v.Size)

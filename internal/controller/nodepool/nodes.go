@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	pools "github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
 // readNodesFrom makes c.nodes read the manager's node informer: the
@@ -22,18 +23,70 @@ func (c *Controller) readNodesFrom(mgr ctrl.Manager) error {
 	if !ok {
 		return fmt.Errorf("watching nodes: the cache's informer is a %T, not a SharedIndexInformer", inf)
 	}
-	store := sii.GetStore()
-	c.nodes = func() []*corev1.Node {
-		objs := store.List()
-		out := make([]*corev1.Node, 0, len(objs))
-		for _, o := range objs {
-			if n, ok := o.(*corev1.Node); ok {
-				out = append(out, n)
-			}
+	indexer := sii.GetIndexer()
+	c.nodes = func() []*corev1.Node { return asNodes(indexer.List()) }
+	// Nodes by each of their labels: a pool's members are found among the
+	// nodes carrying its selector's rarest label, not among every node.
+	// An informer already running takes no index (one shared with a
+	// controller set up before): every node is read then.
+	if err := sii.AddIndexers(toolscache.Indexers{indexLabel: labelPairs}); err != nil {
+		return nil
+	}
+	c.labelled = func(key, value string) ([]*corev1.Node, bool) {
+		objs, err := indexer.ByIndex(indexLabel, key+"="+value)
+		if err != nil {
+			return nil, false
 		}
-		return out
+		return asNodes(objs), true
 	}
 	return nil
+}
+
+// indexLabel indexes nodes by each "key=value" of their labels.
+const indexLabel = "sluice-label"
+
+func labelPairs(obj any) ([]string, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, nil
+	}
+	out := make([]string, 0, len(n.Labels))
+	for k, v := range n.Labels {
+		out = append(out, k+"="+v)
+	}
+	return out, nil
+}
+
+func asNodes(objs []any) []*corev1.Node {
+	out := make([]*corev1.Node, 0, len(objs))
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// candidates is the nodes that may be the pool's members: those carrying
+// the rarest of its selector's matchLabels, or every node (nodes) when
+// it has none or the index is not there. MembersOf still matches each
+// against the whole selector.
+func (c *Controller) candidates(pool *v1alpha1.NodePool, nodes []*corev1.Node) []*corev1.Node {
+	if c.labelled == nil || len(pool.Spec.NodeSelector.MatchLabels) == 0 {
+		return nodes
+	}
+	var best []*corev1.Node
+	found := false
+	for k, v := range pool.Spec.NodeSelector.MatchLabels {
+		on, ok := c.labelled(k, v)
+		if !ok {
+			return nodes
+		}
+		if !found || len(on) < len(best) {
+			best, found = on, true
+		}
+	}
+	return best
 }
 
 // membershipChanged passes the pool changes that can move a node from one

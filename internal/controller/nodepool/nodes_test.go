@@ -1,8 +1,11 @@
 package nodepool
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -41,4 +44,56 @@ func TestOnlyAMembershipChangeQueuesEveryPool(t *testing.T) {
 	if !membershipChanged.Create(event.CreateEvent{Object: old}) || !membershipChanged.Delete(event.DeleteEvent{Object: old}) {
 		t.Error("a pool made or deleted must queue every pool: the oldest pool selecting a node owns it")
 	}
+}
+
+// TestCandidatesAreTheRarestLabelsNodes: a pool's members are looked for
+// among the nodes carrying the rarest of its selector's labels; a selector
+// of expressions only, or no index, reads every node. MembersOf then keeps
+// those the whole selector and the oldest-pool rule give the pool.
+func TestCandidatesAreTheRarestLabelsNodes(t *testing.T) {
+	node := func(name string, l map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
+	}
+	all := []*corev1.Node{
+		node("a1", map[string]string{"pool": "a", "os": "linux"}),
+		node("a2", map[string]string{"pool": "a", "os": "linux", "zone": "1"}),
+		node("b1", map[string]string{"pool": "b", "os": "linux"}),
+		node("w1", map[string]string{"os": "windows"}),
+	}
+	byLabel := func(k, v string) ([]*corev1.Node, bool) {
+		var out []*corev1.Node
+		for _, n := range all {
+			if n.Labels[k] == v {
+				out = append(out, n)
+			}
+		}
+		return out, true
+	}
+	pool := &v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	pool.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"os": "linux", "pool": "a"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpDoesNotExist}}}
+	c := &Controller{labelled: byLabel}
+	if got := nodeNames(c.candidates(pool, all)); got != "a1,a2" {
+		t.Errorf("candidates = %s, want a1,a2 (pool=a, the rarer label)", got)
+	}
+	if got := nodeNames(MembersOf(pool, c.candidates(pool, all), []v1alpha1.NodePool{*pool})); got != "a1" {
+		t.Errorf("members = %s, want a1 (a2 has a zone)", got)
+	}
+	exprOnly := pool.DeepCopy()
+	exprOnly.Spec.NodeSelector.MatchLabels = nil
+	if got := nodeNames(c.candidates(exprOnly, all)); got != "a1,a2,b1,w1" {
+		t.Errorf("candidates of a selector of expressions only = %s, want every node", got)
+	}
+	if got := nodeNames((&Controller{}).candidates(pool, all)); got != "a1,a2,b1,w1" {
+		t.Errorf("candidates without the index = %s, want every node", got)
+	}
+}
+
+func nodeNames(nodes []*corev1.Node) string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Name
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
 }
