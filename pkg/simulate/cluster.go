@@ -52,13 +52,17 @@ type Cluster struct {
 	byLabel map[string][]int      // "key=value" -> positions of the nodes with that label, built on first use
 	anti    map[string]*antiGroup // placed pods' required anti-affinity terms, grouped
 	journal []change              // what to undo, while a snapshot is open
-	gen     uint64                // counts changes: a scan holds while it does not move
+	gen     uint64                // counts changes to the nodes (touch)
+	changes []int                 // the position of the node each change since gen-len(changes) was to
 	scans   map[string]*scan      // node-local shape -> its last scan (scan.go)
+	details []string              // the failures scans name, each once
+	detail  map[string]int32      // details' positions
 	open    int                   // snapshots not yet restored
 }
 
 type nodeState struct {
 	node        *corev1.Node
+	pos         int  // in Cluster.nodes
 	cordoned    bool // by Cordon; the Node object is the caller's and stays untouched
 	allocatable map[corev1.ResourceName]int64
 	requested   map[corev1.ResourceName]int64
@@ -87,7 +91,7 @@ type change struct {
 func NewCluster(nodes []*corev1.Node, pods []*corev1.Pod) *Cluster {
 	c := &Cluster{byName: map[string]*nodeState{}, slots: map[string]int{}, indexes: map[string]*index{}, cursors: map[string]int{}, anti: map[string]*antiGroup{}}
 	for _, n := range nodes {
-		ns := &nodeState{node: n, allocatable: quantities(n.Status.Allocatable), requested: map[corev1.ResourceName]int64{}, ports: map[string]int{}}
+		ns := &nodeState{node: n, pos: len(c.nodes), allocatable: quantities(n.Status.Allocatable), requested: map[corev1.ResourceName]int64{}, ports: map[string]int{}}
 		c.nodes = append(c.nodes, ns)
 		c.byName[n.Name] = ns
 	}
@@ -252,7 +256,7 @@ func (c *Cluster) Cordon(node string) bool {
 	}
 	if !ns.cordoned {
 		ns.cordoned = true
-		c.gen++
+		c.touch(ns)
 		c.record(change{node: ns, cordon: true})
 	}
 	return true
@@ -269,7 +273,7 @@ func (c *Cluster) Uncordon(node string) bool {
 	}
 	if ns.cordoned {
 		ns.cordoned = false
-		c.gen++
+		c.touch(ns)
 		c.cursors = map[string]int{}
 		c.record(change{node: ns, uncordon: true})
 	}
@@ -297,10 +301,10 @@ func (c *Cluster) Snapshot() (restore func()) {
 			switch ch := c.journal[i]; {
 			case ch.cordon:
 				ch.node.cordoned = false
-				c.gen++
+				c.touch(ch.node)
 			case ch.uncordon:
 				ch.node.cordoned = true
-				c.gen++
+				c.touch(ch.node)
 			case ch.removed:
 				c.add(ch.pod, ch.node, ch.load)
 			default:
@@ -422,7 +426,7 @@ func (ns *nodeState) portTaken(p portKey) bool {
 }
 
 func (c *Cluster) add(pod *corev1.Pod, ns *nodeState, l load) {
-	c.gen++
+	c.touch(ns)
 	ns.pods++
 	for r, q := range l.requests {
 		ns.requested[r] += q
@@ -446,7 +450,7 @@ func (c *Cluster) remove(pod *corev1.Pod, ns *nodeState) {
 		return
 	}
 	l := c.loads[i]
-	c.gen++
+	c.touch(ns)
 	ns.pods--
 	for r, q := range l.requests {
 		ns.requested[r] -= q
