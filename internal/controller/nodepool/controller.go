@@ -327,7 +327,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	nodes := c.nodes()
 	now := c.clock.Now()
 	v := observe(pool, MembersOf(pool, c.candidates(pool, nodes), all.Items), c.opts.PodsOn, now)
-	v.countCluster(nodes)
+	v.cluster = nodes
 	c.settleMarks(v, now)
 	problem := pools.Validate(pool, v.Size)
 	next := v.NextChange

@@ -16,10 +16,11 @@ import (
 type view struct {
 	*disruption.View
 	podsOn func(string) ([]*corev1.Pod, error)
-	// clusterNotReady of clusterNodes of the cluster's nodes outside the
-	// pool are not Ready: the repair's breaker reads a control plane
-	// failure from it.
-	clusterNotReady, clusterNodes int
+	// cluster is every node of the cluster, read only: the repair's
+	// breaker reads a control plane failure from how many of those outside
+	// the pool are not Ready (clusterReadiness), asked only of a pool with
+	// spec.repair.
+	cluster []*corev1.Node
 	// health is the pass's reading of a repaired pool's members
 	// (observeHealth); nil for a pool without spec.repair.
 	health *health
@@ -29,22 +30,23 @@ type view struct {
 // does not show yet.
 func (v *view) unseen(node string) bool { return slices.Contains(v.Unseen, node) }
 
-// countCluster notes how many of the cluster's nodes outside the pool are
-// not Ready.
-func (v *view) countCluster(nodes []*corev1.Node) {
+// clusterReadiness is how many of the cluster's nodes outside the pool are
+// not Ready, of how many.
+func (v *view) clusterReadiness() (notReady, total int) {
 	members := make(map[string]bool, len(v.Nodes))
 	for _, n := range v.Nodes {
 		members[n.Name] = true
 	}
-	for _, n := range nodes {
+	for _, n := range v.cluster {
 		if members[n.Name] {
 			continue
 		}
-		v.clusterNodes++
+		total++
 		if !budget.NodeReady(n) {
-			v.clusterNotReady++
+			notReady++
 		}
 	}
+	return notReady, total
 }
 
 // observe computes the pool's view from its members.

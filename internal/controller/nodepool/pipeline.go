@@ -142,7 +142,7 @@ func Plan(pool *v1alpha1.NodePool, all []v1alpha1.NodePool, nodes []corev1.Node,
 	c := NewController(nil, nil, clock.RealClock{}, planMachines{}, Options{DryRun: true, PodsOn: podsOn})
 	c.planned, c.planConsolidate = &planned, consolidate
 	v := observe(pool, Members(pool, nodes, all), podsOn, now)
-	v.countCluster(pointers(nodes))
+	v.cluster = pointers(nodes)
 	if _, err := c.disrupt(context.Background(), pool, v, now); err != nil {
 		return planned, err
 	}

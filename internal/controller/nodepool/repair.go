@@ -55,7 +55,8 @@ func (c *Controller) observeHealth(ctx context.Context, pool *v1alpha1.NodePool,
 		return 0, c.forgetHealth(ctx, v)
 	}
 	h, wait, errs := c.judgeHealth(ctx, spec, v, now)
-	halt, err := disruption.Breaker(spec, h.nodes, v.clusterNotReady, v.clusterNodes)
+	notReady, total := v.clusterReadiness()
+	halt, err := disruption.Breaker(spec, h.nodes, notReady, total)
 	if err != nil {
 		return wait, errors.Join(append(errs, err)...)
 	}
