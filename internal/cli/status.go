@@ -122,8 +122,9 @@ func runStatus(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn 
 		if err != nil {
 			return fmt.Errorf("listing nodes: %w", err)
 		}
+		members := poolctrl.MembersOfEach(chosen, nodes.Items, all)
 		for _, p := range chosen {
-			report.Pools = append(report.Pools, summarizePool(p, poolctrl.Members(p, nodes.Items, all), now))
+			report.Pools = append(report.Pools, summarizePool(p, members[p.Name], now))
 		}
 	}
 	if format.structured() {

@@ -543,10 +543,12 @@ func HasRequiredPodAffinity(pod *corev1.Pod) bool {
 
 func loadOf(pod *corev1.Pod) load {
 	l := load{requests: quantities(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))}
-	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		for _, p := range c.Ports {
-			if p.HostPort > 0 {
-				l.ports = append(l.ports, newPortKey(p))
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			for _, p := range list[i].Ports {
+				if p.HostPort > 0 {
+					l.ports = append(l.ports, newPortKey(p))
+				}
 			}
 		}
 	}

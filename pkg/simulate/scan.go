@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -147,22 +148,40 @@ func (c *Cluster) localFirst(pod *corev1.Pod, ns *nodeState, info *podInfo) int3
 func localShape(pod *corev1.Pod, info *podInfo) string {
 	var b strings.Builder
 	for _, r := range info.requestNames {
-		fmt.Fprintf(&b, "%s=%d,", r, info.requests[r])
+		b.WriteString(string(r))
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatInt(info.requests[r], 10))
+		b.WriteByte(',')
 	}
-	var nodeAffinity any
-	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
-		nodeAffinity = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-	}
+	b.WriteByte('|')
+	b.WriteString(pod.Spec.NodeName)
+	b.WriteByte('|')
 	selector := make([]string, 0, len(pod.Spec.NodeSelector))
 	for k, v := range pod.Spec.NodeSelector {
 		selector = append(selector, k+"="+v)
 	}
 	slices.Sort(selector)
-	fmt.Fprintf(&b, "|%s|%v|%v|%v|", pod.Spec.NodeName, selector, nodeAffinity, info.ports)
+	b.WriteString(strings.Join(selector, ","))
+	b.WriteByte('|')
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		fmt.Fprintf(&b, "%v", a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
+	}
+	b.WriteByte('|')
+	for _, p := range info.ports {
+		fmt.Fprintf(&b, "%s/%s/%d,", p.protocol, p.ip, p.port)
+	}
+	b.WriteByte('|')
 	// Each toleration by value: printing the list would print a
 	// tolerationSeconds' address, and pods alike would never share a key.
 	for _, t := range pod.Spec.Tolerations {
-		fmt.Fprintf(&b, "%s/%s/%s/%s;", t.Key, t.Operator, t.Value, t.Effect)
+		b.WriteString(t.Key)
+		b.WriteByte('/')
+		b.WriteString(string(t.Operator))
+		b.WriteByte('/')
+		b.WriteString(t.Value)
+		b.WriteByte('/')
+		b.WriteString(string(t.Effect))
+		b.WriteByte(';')
 	}
 	return b.String()
 }

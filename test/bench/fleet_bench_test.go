@@ -102,6 +102,8 @@ type fleetResult struct {
 	synced, pass, reconciles  []time.Duration
 	heap, rss                 []float64 // bytes
 	status, doctor            []time.Duration
+	statusCPU, doctorCPU      []time.Duration
+	passCPU                   []float64 // the controller's CPU seconds over the pass
 	idleWrites, idleReads     []float64
 	idleCPU                   []float64 // cores
 	passConsolidations        []float64 // consolidation passes run within the pool pass
@@ -152,6 +154,7 @@ func fleetAtSize(b *testing.B, bin string, n int) fleetResult {
 
 		sum, count := reconcileTime(b, c, "nodepool")
 		passesBefore := consolidationPasses(b, c)
+		passCPUBefore := c.cpu(b)
 		var profiled func()
 		if profiles != "" && run == 0 {
 			profiled = profileController(b, c, profiles, fmt.Sprintf("controller-pass-%d.pprof", n), 20*time.Second)
@@ -161,16 +164,19 @@ func fleetAtSize(b *testing.B, bin string, n int) fleetResult {
 			profiled()
 		}
 		sum2, count2 := reconcileTime(b, c, "nodepool")
+		r.passCPU = append(r.passCPU, c.cpu(b)-passCPUBefore)
 		r.passConsolidations = append(r.passConsolidations, consolidationPasses(b, c)-passesBefore)
 		r.reconciles = append(r.reconciles, time.Duration((sum2-sum)/max(count2-count, 1)*float64(time.Second)))
 		c.mustRun(b, "after the pass")
 		c.stop()
 
-		r.status = append(r.status, timeCommand(b, bin, append([]string{"status", "--kubeconfig", kubeconfig}, profileArgs(profiles, fmt.Sprintf("status-%d-%d.pprof", n, run))...)...))
+		wall, spent := timeCommand(b, bin, append([]string{"status", "--kubeconfig", kubeconfig}, profileArgs(profiles, fmt.Sprintf("status-%d-%d.pprof", n, run))...)...)
+		r.status, r.statusCPU = append(r.status, wall), append(r.statusCPU, spent)
 		// A doctor run past a minute is run once: its median would cost
 		// the benchmark minutes more and say the same.
 		if run == 0 || r.doctor[0] < time.Minute {
-			r.doctor = append(r.doctor, timeCommand(b, bin, append([]string{"doctor", "--kubeconfig", kubeconfig}, profileArgs(profiles, fmt.Sprintf("doctor-%d-%d.pprof", n, run))...)...))
+			wall, spent := timeCommand(b, bin, append([]string{"doctor", "--kubeconfig", kubeconfig}, profileArgs(profiles, fmt.Sprintf("doctor-%d-%d.pprof", n, run))...)...)
+			r.doctor, r.doctorCPU = append(r.doctor, wall), append(r.doctorCPU, spent)
 		}
 	}
 	for key, v := range srv.Requests() {
@@ -275,18 +281,20 @@ func requestDelta(before, after map[string]int) (reads, writes float64) {
 	return reads, writes
 }
 
-// timeCommand runs the sluice binary with args and returns its wall time;
-// exit 3 (a finding) is an answer, any other failure is not.
-func timeCommand(b *testing.B, bin string, args ...string) time.Duration {
+// timeCommand runs the sluice binary with args and returns its wall time
+// and its CPU time (user and system); exit 3 (a finding) is an answer, any
+// other failure is not.
+func timeCommand(b *testing.B, bin string, args ...string) (wall, cpu time.Duration) {
 	b.Helper()
 	start := time.Now()
-	out, err := exec.Command(bin, args...).CombinedOutput()
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.CombinedOutput()
 	took := time.Since(start)
 	var exit *exec.ExitError
 	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 3) {
 		b.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 20))
 	}
-	return took
+	return took, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 func tail(s string, lines int) string {
@@ -366,15 +374,20 @@ func printFleet(rs []fleetResult, sc *scorecard, loadStart string) {
 		}),
 		row("one evaluation pass of every pool (wall)", want(fleetPass), func(r fleetResult) string { return medianDuration(r.pass).Round(time.Millisecond).String() }),
 		row("  one pool's reconcile, mean", "", func(r fleetResult) string { return medianDuration(r.reconciles).Round(100 * time.Microsecond).String() }),
+		row("  the controller's CPU time over it", "", func(r fleetResult) string { return fmt.Sprintf("%.2fs", medianFloat(r.passCPU)) }),
 		row("  consolidation passes within it (of 100 pools)", "", func(r fleetResult) string { return fmt.Sprintf("%.0f", medianFloat(r.passConsolidations)) }),
 		row("consolidation pass, largest pool", want(fleetConsolidateLargest), func(r fleetResult) string {
 			return medianDuration(r.consolidateLargest.took).Round(time.Millisecond).String()
 		}),
+		row("  its CPU time", "", func(r fleetResult) string { return medianDuration(r.consolidateLargest.cpu).Round(time.Millisecond).String() }),
 		row("  its plan against the cheapest packing", "", func(r fleetResult) string { return ratio(r.consolidateLargest) }),
 		row("consolidation pass, every pool", want(fleetConsolidateAll), func(r fleetResult) string { return medianDuration(r.whole.took).Round(time.Millisecond).String() }),
+		row("  their CPU time", "", func(r fleetResult) string { return medianDuration(r.whole.cpu).Round(time.Millisecond).String() }),
 		row("  the plans against the cheapest packing", "", func(r fleetResult) string { return ratio(r.whole) }),
 		row("sluice doctor, whole cluster", want(fleetDoctor), func(r fleetResult) string { return medianDuration(r.doctor).Round(time.Millisecond).String() }),
+		row("  its CPU time", "", func(r fleetResult) string { return medianDuration(r.doctorCPU).Round(time.Millisecond).String() }),
 		row("sluice status", want(fleetStatus), func(r fleetResult) string { return medianDuration(r.status).Round(time.Millisecond).String() }),
+		row("  its CPU time", "", func(r fleetResult) string { return medianDuration(r.statusCPU).Round(time.Millisecond).String() }),
 		row("controller API writes in 20 s idle", want(fleetIdleWrites), func(r fleetResult) string { return fmt.Sprintf("%.0f", medianFloat(r.idleWrites)) }),
 		row("controller CPU while idle", "", func(r fleetResult) string { return fmt.Sprintf("%.0f%% of a core", 100*medianFloat(r.idleCPU)) }),
 		row("controller API reads while idle", "", func(r fleetResult) string { return fmt.Sprintf("%.2f/s", medianFloat(r.idleReads)) }),

@@ -1,6 +1,7 @@
 package nodepool
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -96,4 +97,44 @@ func nodeNames(nodes []*corev1.Node) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, ",")
+}
+
+// TestMembersOfEachIsMembers: the grouped reading status uses gives every
+// pool the members Members does, overlapping selectors (the oldest pool
+// wins) and a selector of expressions only included.
+func TestMembersOfEachIsMembers(t *testing.T) {
+	var nodes []corev1.Node
+	for i := range 40 {
+		l := map[string]string{"pool": fmt.Sprint("p", i%4), "zone": fmt.Sprint("z", i%3)}
+		if i%5 == 0 {
+			l["gpu"] = "yes"
+		}
+		nodes = append(nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("n", i), Labels: l}})
+	}
+	mk := func(name string, age int, sel metav1.LabelSelector) v1alpha1.NodePool {
+		return v1alpha1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Unix(int64(1000+age), 0)}, Spec: v1alpha1.NodePoolSpec{NodeSelector: sel}}
+	}
+	all := []v1alpha1.NodePool{
+		mk("p0", 2, metav1.LabelSelector{MatchLabels: map[string]string{"pool": "p0"}}),
+		mk("p1-z1", 3, metav1.LabelSelector{MatchLabels: map[string]string{"pool": "p1", "zone": "z1"}}),
+		mk("gpu", 1, metav1.LabelSelector{MatchLabels: map[string]string{"gpu": "yes"}}),
+		mk("z2", 4, metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpIn, Values: []string{"z2"}}}}),
+		mk("none", 5, metav1.LabelSelector{MatchLabels: map[string]string{"pool": "nowhere"}}),
+	}
+	var chosen []*v1alpha1.NodePool
+	for i := range all {
+		chosen = append(chosen, &all[i])
+	}
+	grouped := MembersOfEach(chosen, nodes, all)
+	total := 0
+	for _, p := range chosen {
+		want, got := nodeNames(Members(p, nodes, all)), nodeNames(grouped[p.Name])
+		if got != want {
+			t.Errorf("pool %s: grouped members %s, Members %s", p.Name, got, want)
+		}
+		total += len(grouped[p.Name])
+	}
+	if total == 0 || len(grouped["gpu"]) == 0 {
+		t.Fatalf("the pools have %d members in all, gpu %d: the case compares nothing", total, len(grouped["gpu"]))
+	}
 }
