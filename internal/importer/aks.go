@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -74,7 +75,7 @@ var aksAgentPoolID = regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGro
 // as the template, and its upgradeSettings as spec.upgrade.
 func AKS(raw []byte, opts AKSOptions) (*Result, error) {
 	var top map[string]any
-	if err := json.Unmarshal(raw, &top); err != nil {
+	if err := json.Unmarshal(skipCommentLines(raw), &top); err != nil {
 		return nil, fmt.Errorf("reading the agent pool's JSON (one object, as az aks nodepool show -o json prints it): %w", err)
 	}
 	// ARM's own form nests the settings under properties; az flattens them.
@@ -329,4 +330,20 @@ func aksNotMappedReason(k string) string {
 		return "sluice rolls a pool by surge (spec.upgrade), node by node"
 	}
 	return "a setting of the agent pool's machines that AKS applies; sluice's aks-agentpool provider leaves it to AKS"
+}
+
+// skipCommentLines drops the # lines before the JSON (a saved file's
+// note of where it came from).
+func skipCommentLines(raw []byte) []byte {
+	for {
+		trimmed := bytes.TrimLeft(raw, " \t\r\n")
+		if !bytes.HasPrefix(trimmed, []byte("#")) {
+			return trimmed
+		}
+		i := bytes.IndexByte(trimmed, '\n')
+		if i < 0 {
+			return nil
+		}
+		raw = trimmed[i+1:]
+	}
 }

@@ -276,7 +276,7 @@ func mapKarpenterRequirements(in *karpenterPool, tmpl *v1alpha1.NodeTemplate, re
 		field := fmt.Sprintf("spec.template.spec.requirements[%d] (%s %s %v)", i, r.Key, r.Operator, r.Values)
 		switch {
 		case r.MinValues != nil:
-			rec.notMapped(field, "minValues (keep at least this many distinct values for flexibility) has no sluice equivalent")
+			rec.notMapped(field, "minValues (keep at least this many distinct values, for flexibility) has no sluice equivalent, nor do scheduling requirements: the provider's group decides zones, architectures and families")
 		case r.Key == labelInstanceType && r.Operator == "In" && len(r.Values) <= 20:
 			tmpl.InstanceTypes = slices.Clone(r.Values)
 			rec.differs(field, "spec.template.instanceTypes", "sluice's provider makes the first type it has capacity for, in this order; Karpenter picks the cheapest that fits the pending pods")
@@ -382,10 +382,16 @@ func mapKarpenterDisruption(in *karpenterPool, prov v1alpha1.ProviderSpec, rec r
 		}
 		d.Budgets = append(d.Budgets, out)
 		target := "spec.disruption.budgets[" + strconv.Itoa(i) + "]"
+		rec.mapped(field+".nodes", target+".nodes")
+		if len(b.Reasons) > 0 {
+			rec.mapped(field+".reasons", target+".reasons")
+		}
 		if b.Schedule != nil {
 			rec.mappedBecause(field+".schedule", target+".schedule", "Karpenter reads the schedule in UTC; sluice's timeZone defaults to UTC")
 		}
-		rec.mapped(field+".nodes", target+".nodes")
+		if b.Duration != nil {
+			rec.mapped(field+".duration", target+".duration")
+		}
 	}
 	karpenterBudgetsDiffer(d.Budgets, rec)
 	return d, nil

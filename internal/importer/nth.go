@@ -91,7 +91,8 @@ func NTH(in map[string]any) (*Result, error) {
 		if url != "" {
 			rec.notMapped("queueURL", "given without enableSqsTerminationDraining, so NTH runs in IMDS mode and does not read it")
 		}
-		rec.mappedBecause("enableSqsTerminationDraining (false: IMDS mode)", "values: agent.enabled", "sluice's agent, one per node, reads the instance metadata service as NTH's DaemonSet does")
+		set("agent.enabled", true)
+		rec.mappedBecause(n.label("enableSqsTerminationDraining")+" (false: IMDS mode)", "values: agent.enabled", "sluice's agent, one per node, reads the instance metadata service as NTH's DaemonSet does")
 	}
 
 	n.events(rec)
@@ -114,6 +115,15 @@ type nthValues struct {
 	used map[string]bool
 	env  []any
 	err  error
+}
+
+// label is the key as the report names it: marked when NTH's default
+// stands in for a value not given.
+func (n *nthValues) label(key string) string {
+	if v, ok := n.in[key]; !ok || v == nil || v == "" {
+		return key + " (unset: NTH's default)"
+	}
+	return key
 }
 
 func (n *nthValues) has(key string) bool {
@@ -171,22 +181,22 @@ func (n *nthValues) events(rec recorder) {
 	if !n.mustBool("enableSpotInterruptionDraining", true) {
 		rec.notMapped("enableSpotInterruptionDraining (false)", "sluice drains on a spot interruption by default; to match, set spec.maintenance.actions.Preempt: None on the pools of these nodes")
 	} else {
-		rec.mappedBecause("enableSpotInterruptionDraining", pools, "sluice's default: Preempt drains, before the interruption's deadline")
+		rec.mappedBecause(n.label("enableSpotInterruptionDraining"), pools, "sluice's default: Preempt drains, before the interruption's deadline")
 	}
 	if !n.mustBool("enableScheduledEventDraining", true) {
 		rec.notMapped("enableScheduledEventDraining (false)", "sluice drains on a scheduled retirement or stop by default; to match, set spec.maintenance.actions.Terminate: None on the pools")
 	} else {
-		rec.differs("enableScheduledEventDraining", pools, "NTH drains before every scheduled event; sluice's defaults drain before a retirement or stop (Terminate) but not before a reboot or system maintenance (Reboot and Maintenance: None): set those to Drain on the pools to match")
+		rec.differs(n.label("enableScheduledEventDraining"), pools, "NTH drains before every scheduled event; sluice's defaults drain before a retirement or stop (Terminate) but not before a reboot or system maintenance (Reboot and Maintenance: None): set those to Drain on the pools to match")
 	}
 	if !n.mustBool("enableASGLifecycleDraining", true) {
 		rec.notMapped("enableASGLifecycleDraining (false)", "sluice drains a node its Auto Scaling group is terminating by default; to match, set spec.maintenance.actions.Terminate: None on the pools")
 	} else {
-		rec.mappedBecause("enableASGLifecycleDraining", pools, "sluice's default: an Auto Scaling group's termination is Terminate, which drains; in queue mode sluice also holds the terminate lifecycle hook until the node is drained")
+		rec.mappedBecause(n.label("enableASGLifecycleDraining"), pools, "sluice's default: an Auto Scaling group's termination is Terminate, which drains; in queue mode sluice also holds the terminate lifecycle hook until the node is drained")
 	}
 	if n.mustBool("enableRebalanceMonitoring", false) {
-		rec.mappedBecause("enableRebalanceMonitoring", pools, "sluice's default: Rebalance cordons")
+		rec.mappedBecause(n.label("enableRebalanceMonitoring"), pools, "sluice's default: Rebalance cordons")
 	} else {
-		rec.differs("enableRebalanceMonitoring (false)", pools, "sluice cordons on a rebalance recommendation by default; to match, set spec.maintenance.actions.Rebalance: None on the pools")
+		rec.differs(n.label("enableRebalanceMonitoring")+" (false)", pools, "sluice cordons on a rebalance recommendation by default; to match, set spec.maintenance.actions.Rebalance: None on the pools")
 	}
 	if n.mustBool("enableRebalanceDraining", false) {
 		rec.notMapped("enableRebalanceDraining", "sluice refuses to drain on a rebalance recommendation (a hint that may never become an interruption); it cordons, and drains on the interruption notice that may follow")
@@ -211,12 +221,12 @@ func (n *nthValues) events(rec recorder) {
 // drain maps how NTH drains.
 func (n *nthValues) drain(rec recorder) {
 	if n.mustBool("deleteLocalData", true) {
-		rec.differs("deleteLocalData", "spec.maintenance.forceEvict (each NodePool)", "sluice evicts pods with emptyDir data, and pods no controller owns, for Preempt and Terminate by default (WhenNodeGoesAway), where the data goes with the machine; set forceEvict: Always to do so for every event, as NTH does")
+		rec.differs(n.label("deleteLocalData"), "spec.maintenance.forceEvict (each NodePool)", "sluice evicts pods with emptyDir data, and pods no controller owns, for Preempt and Terminate by default (WhenNodeGoesAway), where the data goes with the machine; set forceEvict: Always to do so for every event, as NTH does")
 	} else {
 		rec.notMapped("deleteLocalData (false)", "set spec.maintenance.forceEvict: Never on the pools to leave pods with emptyDir data; the drain then reports them")
 	}
 	if n.mustBool("ignoreDaemonSets", true) {
-		rec.mappedBecause("ignoreDaemonSets", "(always)", "sluice's drain always leaves DaemonSet pods")
+		rec.mappedBecause(n.label("ignoreDaemonSets"), "(always)", "sluice's drain always leaves DaemonSet pods")
 	} else {
 		rec.notMapped("ignoreDaemonSets (false)", "sluice's drain always leaves DaemonSet pods: their controller would put them back at once")
 	}
@@ -273,7 +283,7 @@ func (n *nthValues) aws(rec recorder, set func(string, any)) {
 	if n.has("useProviderId") {
 		rec.mappedBecause("useProviderId", "(always)", "sluice always finds the node by its spec.providerID")
 	}
-	if n.has("heartbeatInterval") || n.has("heartbeatUntil") {
+	if hi, hu := n.has("heartbeatInterval"), n.has("heartbeatUntil"); hi || hu {
 		rec.differs("heartbeatInterval, heartbeatUntil", "(automatic)", "sluice heartbeats a terminate lifecycle hook at half the hook's own heartbeat timeout for as long as the node drains, and completes it once drained")
 	}
 	if n.has("completeLifecycleActionDelaySeconds") {
@@ -430,7 +440,15 @@ func argTokens(text string) ([]string, error) {
 			continue
 		}
 		line = strings.TrimSpace(strings.TrimPrefix(line, "- "))
-		line = strings.TrimSuffix(line, "\\")
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\\"))
+		line = unquote(line)
+		// --name=value or NAME=value: the rest of the line is the value,
+		// spaces and all (a container's args and env hold one a line).
+		if first := strings.Fields(line); len(first) > 0 && strings.Contains(first[0], "=") {
+			k, v, _ := strings.Cut(line, "=")
+			out = append(out, k+"="+unquote(v))
+			continue
+		}
 		out = append(out, fieldsQuoted(line)...)
 	}
 	return out, sc.Err()
@@ -476,4 +494,12 @@ func kebabToCamel(s string) string {
 		}
 	}
 	return strings.Join(parts, "")
+}
+
+// unquote drops one pair of matching quotes around s.
+func unquote(s string) string {
+	if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') && s[len(s)-1] == s[0] {
+		return s[1 : len(s)-1]
+	}
+	return s
 }
