@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
@@ -630,10 +631,15 @@ func decodeObjects(raw []byte) ([]map[string]any, error) {
 	var out []map[string]any
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	for i := 1; ; i++ {
-		var obj map[string]any
-		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+		var doc json.RawMessage
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		// As the API server reads JSON: whole numbers are integers.
+		var obj map[string]any
+		if err := utiljson.Unmarshal(doc, &obj); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		if obj == nil {
