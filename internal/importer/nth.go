@@ -117,6 +117,14 @@ type nthValues struct {
 	err  error
 }
 
+// offToo reports an opt-in NTH setting given as false, which sluice's
+// default matches.
+func (n *nthValues) offToo(rec recorder, key, why string) {
+	if n.has(key) {
+		rec.mappedBecause(key+" (false)", "(default)", why)
+	}
+}
+
 // label is the key as the report names it: marked when NTH's default
 // stands in for a value not given.
 func (n *nthValues) label(key string) string {
@@ -200,21 +208,31 @@ func (n *nthValues) events(rec recorder) {
 	}
 	if n.mustBool("enableRebalanceDraining", false) {
 		rec.notMapped("enableRebalanceDraining", "sluice refuses to drain on a rebalance recommendation (a hint that may never become an interruption); it cordons, and drains on the interruption notice that may follow")
+	} else if n.has("enableRebalanceDraining") {
+		rec.mappedBecause("enableRebalanceDraining (false)", "(always)", "sluice never drains on a rebalance recommendation")
 	}
 	if n.mustBool("cordonOnly", false) {
 		rec.notMapped("cordonOnly", "per pool in sluice: set spec.maintenance.actions Preempt, Terminate and Redeploy to Cordon on the pools of these nodes")
+	} else {
+		n.offToo(rec, "cordonOnly", "sluice drains, as NTH does without it")
 	}
 	if n.mustBool("taintNode", false) {
 		rec.differs("taintNode", "(always)", "sluice always taints a node it drains for maintenance sluice.dev/maintenance=<event type>:PreferNoSchedule (the cordon keeps pods off); NTH's aws-node-termination-handler/* taint keys are not used")
+	} else if n.has("taintNode") {
+		rec.differs("taintNode (false)", "(always)", "sluice always taints a node it drains for maintenance sluice.dev/maintenance=<event type>:PreferNoSchedule, a hint for tools that keeps nothing off the node")
 	}
 	if n.has("taintEffect") {
 		rec.notMapped("taintEffect", "sluice's maintenance taint is always PreferNoSchedule: NoSchedule would also keep off the DaemonSet pods that tolerate the cordon")
 	}
 	if n.mustBool("enableOutOfServiceTaint", false) {
 		rec.notMapped("enableOutOfServiceTaint", "sluice does not add node.kubernetes.io/out-of-service; it deletes the pods a deadline leaves (spec.maintenance.onDeadline: Delete)")
+	} else {
+		n.offToo(rec, "enableOutOfServiceTaint", "sluice does not add it either")
 	}
 	if n.mustBool("excludeFromLoadBalancers", false) {
 		rec.notMapped("excludeFromLoadBalancers", "sluice does not label nodes node.kubernetes.io/exclude-from-external-load-balancers")
+	} else {
+		n.offToo(rec, "excludeFromLoadBalancers", "sluice does not either")
 	}
 }
 
@@ -231,7 +249,11 @@ func (n *nthValues) drain(rec recorder) {
 		rec.notMapped("ignoreDaemonSets (false)", "sluice's drain always leaves DaemonSet pods: their controller would put them back at once")
 	}
 	for _, k := range []string{"podTerminationGracePeriod", "gracePeriod"} {
-		if v := n.str(k); v != "" && v != "-1" {
+		switch v := n.str(k); v {
+		case "":
+		case "-1":
+			rec.mappedBecause(k, "(always)", "each pod's own terminationGracePeriodSeconds, as sluice always gives it")
+		default:
 			rec.notMappedf(k, "%s s for every pod: sluice gives each pod its own terminationGracePeriodSeconds, cut short only by the event's deadline", v)
 		}
 	}
@@ -397,6 +419,8 @@ func (n *nthValues) misc(rec recorder, set func(string, any)) {
 	if n.mustBool("dryRun", false) {
 		set("controller.dryRun", true)
 		rec.differs("dryRun", "values: controller.dryRun", "sluice's dry run covers its NodePool decisions (status and WouldAct Events, no node or machine changed) and turns the agent's own cordon off")
+	} else {
+		n.offToo(rec, "dryRun", "controller.dryRun is false by default")
 	}
 	if n.has("enablePrometheusServer") || n.has("prometheusServerPort") {
 		rec.notMapped("enablePrometheusServer, prometheusServerPort", "sluice always serves metrics: controller.metricsPort and agent.metricsPort")
