@@ -153,9 +153,15 @@ func checkPools(t *testing.T, what string, pools []v1alpha1.NodePool) {
 	}
 }
 
-// entry finds the report's entry whose field starts with field.
+// entry finds the report's entry for field, or else the first whose field
+// starts with it.
 func entry(t *testing.T, res *Result, field string) Entry {
 	t.Helper()
+	for _, e := range res.Report {
+		if e.Field == field {
+			return e
+		}
+	}
 	for _, e := range res.Report {
 		if strings.HasPrefix(e.Field, field) {
 			return e
