@@ -245,7 +245,11 @@ func mapAKSUpgrade(in *aksPool, fields map[string]any, out *v1alpha1.NodePool, r
 		}
 		up.MaxUnavailable = v
 		if v.Type == intstr.String {
-			rec.differs("upgradeSettings.maxUnavailable", "spec.upgrade.maxUnavailable", "AKS rounds a percentage up, sluice rounds it down (10% of 15 nodes: AKS 2, sluice 1)")
+			why := "AKS rounds a percentage up, sluice rounds it down (10% of 15 nodes: AKS 2, sluice 1)"
+			if up.MaxSurge != nil && up.MaxSurge.Type == intstr.Int && up.MaxSurge.IntVal == 0 {
+				why += "; with maxSurge 0, a pool too small for the percentage to reach one node cannot be upgraded at all in sluice (the pool is Ready=False, InvalidUpgrade): give maxUnavailable as a number of nodes"
+			}
+			rec.differs("upgradeSettings.maxUnavailable", "spec.upgrade.maxUnavailable", why)
 		} else {
 			rec.mapped("upgradeSettings.maxUnavailable", "spec.upgrade.maxUnavailable")
 		}
@@ -309,7 +313,10 @@ func mapAKSScale(in *aksPool, out *v1alpha1.NodePool, rec recorder) {
 	}
 	if in.EnableAutoScale != nil && *in.EnableAutoScale {
 		rec.notMapped("enableAutoScaling, minCount", "the cluster autoscaler writes the pool's count, and sluice's aks-agentpool provider must be its only writer: turn the autoscaler off on this pool (az aks nodepool update --disable-cluster-autoscaler) or import with --provider none")
-	} else if in.MinCount != nil {
+	} else if in.EnableAutoScale != nil {
+		rec.mappedBecause("enableAutoScaling (false)", "(nothing to set)", "no autoscaler writes the pool's count, as the aks-agentpool provider needs")
+	}
+	if (in.EnableAutoScale == nil || !*in.EnableAutoScale) && in.MinCount != nil {
 		rec.notMapped("minCount", "used only with the cluster autoscaler")
 	}
 	if in.MaxCount != nil {
@@ -324,8 +331,10 @@ func aksNotMappedReason(k string) string {
 	switch k {
 	case "orchestratorVersion", "currentOrchestratorVersion":
 		return "Kubernetes version upgrades stay with AKS (az aks nodepool upgrade --kubernetes-version); sluice rolls node images"
-	case "provisioningState", "powerState", "etag", "type", "resourceGroup":
+	case "provisioningState", "powerState", "etag", "type":
 		return "AKS's state of the pool, not a setting"
+	case "resourceGroup":
+		return "the cluster's resource group, which spec.provider.aks takes from id"
 	case "upgradeStrategy", "upgradeSettingsBlueGreen":
 		return "sluice rolls a pool by surge (spec.upgrade), node by node"
 	}
