@@ -727,6 +727,9 @@ func livePool(ctx context.Context, dyn dynamic.Interface, name string) (*v1alpha
 
 // nthInput reads NTH's Helm values (a YAML map), or its flags or env.
 func nthInput(raw []byte) (map[string]any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, errors.New("the input is empty: give NTH's values (helm get values RELEASE -o yaml) or its flags")
+	}
 	var values map[string]any
 	if err := yaml.Unmarshal(raw, &values); err == nil && values != nil && !looksLikeArgs(raw) {
 		return values, nil
@@ -736,6 +739,9 @@ func nthInput(raw []byte) (map[string]any, error) {
 
 // kuredInput reads kured's flags or env, or its chart's values.
 func kuredInput(raw []byte) (map[string][]string, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, errors.New("the input is empty: give kured's flags, one or more a line")
+	}
 	var values map[string]any
 	if err := yaml.Unmarshal(raw, &values); err == nil && values != nil && !looksLikeArgs(raw) {
 		conf, ok := values["configuration"].(map[string]any)
