@@ -124,9 +124,10 @@ func TestImportRefusals(t *testing.T) {
 	}{
 		{[]string{"karpenter", "-f", configMap}, "v1 ConfigMap is not a karpenter.sh/v1 NodePool"},
 		{[]string{"karpenter", "-f", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
-		{[]string{"karpenter", "-f", importData("karpenter", "minimal.yaml"), "--provider", "aws-asg"}, "would be refused, so nothing was written"},
+		{[]string{"karpenter", "-f", importData("karpenter", "minimal.yaml"), "--provider", "aws-asg", "-l", "group=a"}, "would be refused, so nothing was written"},
+		{[]string{"karpenter", "-f", importData("karpenter", "minimal.yaml"), "--provider", "kwok"}, "give --selector"},
 		{[]string{"karpenter", "-f", importData("karpenter", "minimal.yaml"), "--provider", "mainframe"}, `--provider "mainframe"`},
-		{[]string{"karpenter", "-f", importData("karpenter", "minimal.yaml"), "--provider", "kwok", "--provider-settings", "{bootDelay: 5s, colour: red}"}, "colour"},
+		{[]string{"karpenter", "-f", importData("karpenter", "minimal.yaml"), "--provider", "kwok", "-l", "a=b", "--provider-settings", "{bootDelay: 5s, colour: red}"}, "colour"},
 		{[]string{"karpenter", "-f", importData("karpenter", "minimal.yaml"), "-o", "wide"}, `"wide"`},
 		{[]string{"nth"}, "-f FILE"},
 		{[]string{"nth", "-f", "-"}, "the input is empty"},

@@ -124,6 +124,9 @@ func Karpenter(objects []map[string]any, opts KarpenterOptions) (*Result, error)
 	if len(opts.Selector) > 0 && len(objects) > 1 {
 		return nil, fmt.Errorf("--selector names the nodes of one pool, but %d Karpenter NodePools were given: import them one at a time, or leave --selector out to select each pool's nodes by %s", len(objects), LabelKarpenterNodePool)
 	}
+	if opts.Provider.Manages() && len(opts.Selector) == 0 {
+		return nil, fmt.Errorf("--provider %s makes the pool's machines, so give --selector: labels those machines carry (an Auto Scaling group's, a scale set's), which sluice also writes on each new one; %s is Karpenter's own label, and sluice does not put it on machines Karpenter did not launch", opts.Provider.Name, LabelKarpenterNodePool)
+	}
 	res := &Result{Report: []Entry{}}
 	for i, obj := range objects {
 		if err := checkKind(obj, KarpenterAPIVersion, karpenterNodePool); err != nil {
@@ -178,7 +181,7 @@ func mapKarpenter(in *karpenterPool, raw map[string]any, opts KarpenterOptions, 
 		rec.notMappedf("spec.template.spec.nodeClassRef", "%s %s is Karpenter's cloud launch settings; sluice's pool makes machines through its provider (--provider, here %s) %s",
 			spec.NodeClassRef.Kind, spec.NodeClassRef.Name, out.Spec.Provider.NameOrNone(), providerNote(out.Spec.Provider))
 	}
-	if len(selector) > 0 && out.Spec.Provider.Manages() {
+	if out.Spec.Provider.Manages() {
 		if tmpl.Labels == nil {
 			tmpl.Labels = map[string]string{}
 		}

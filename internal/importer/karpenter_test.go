@@ -152,6 +152,9 @@ func TestKarpenterManyPools(t *testing.T) {
 	if _, err := Karpenter(in, KarpenterOptions{Selector: map[string]string{"a": "b"}}); err == nil || !strings.Contains(err.Error(), "one pool") {
 		t.Errorf("--selector with %d pools: %v, want a refusal", len(in), err)
 	}
+	if _, err := Karpenter(in[:1], KarpenterOptions{Provider: v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok}}); err == nil || !strings.Contains(err.Error(), "give --selector") {
+		t.Errorf("a provider without --selector: %v, want a refusal (the template would carry Karpenter's label)", err)
+	}
 }
 
 // TestKarpenterUnknownFields: a field this importer does not know is
