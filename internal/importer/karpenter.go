@@ -469,3 +469,33 @@ func stripTimeAdded(taints []corev1.Taint) []corev1.Taint {
 	}
 	return out
 }
+
+// KarpenterDisruptionOff says whether a Karpenter v1 NodePool (as the
+// cluster serves it) has its voluntary disruption turned off, as the
+// migration asks before sluice takes its nodes: expireAfter Never (expiry
+// is not held by budgets), and for each budgeted reason (Empty,
+// Underutilized, Drifted) a budget of 0 nodes that is always active.
+func KarpenterDisruptionOff(obj map[string]any) bool {
+	var in karpenterPool
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &in) != nil {
+		return false
+	}
+	if e := in.Spec.Template.Spec.ExpireAfter; e == nil || *e != v1alpha1.Never {
+		return false
+	}
+	if in.Spec.Disruption == nil {
+		return false
+	}
+	for _, reason := range []string{"Empty", "Underutilized", "Drifted"} {
+		held := false
+		for _, b := range in.Spec.Disruption.Budgets {
+			if b.Schedule == nil && (b.Nodes == "0" || b.Nodes == "0%") && (len(b.Reasons) == 0 || slices.Contains(b.Reasons, reason)) {
+				held = true
+			}
+		}
+		if !held {
+			return false
+		}
+	}
+	return true
+}

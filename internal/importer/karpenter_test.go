@@ -210,3 +210,42 @@ func TestKarpenterBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestKarpenterDisruptionOff(t *testing.T) {
+	off := func(edit func(spec map[string]any)) map[string]any {
+		obj := objects(t, "karpenter/minimal.yaml")[0]
+		spec := obj["spec"].(map[string]any)
+		spec["template"].(map[string]any)["spec"].(map[string]any)["expireAfter"] = "Never"
+		spec["disruption"] = map[string]any{"consolidateAfter": "0s", "budgets": []any{map[string]any{"nodes": "0"}}}
+		if edit != nil {
+			edit(spec)
+		}
+		return obj
+	}
+	budgets := func(b ...any) func(map[string]any) {
+		return func(s map[string]any) { s["disruption"].(map[string]any)["budgets"] = b }
+	}
+	cases := []struct {
+		name string
+		obj  map[string]any
+		want bool
+	}{
+		{"as the migration asks", off(nil), true},
+		{"0% is 0", off(budgets(map[string]any{"nodes": "0%"})), true},
+		{"one budget per reason", off(budgets(map[string]any{"nodes": "0", "reasons": []any{"Empty", "Underutilized"}}, map[string]any{"nodes": "0", "reasons": []any{"Drifted"}})), true},
+		{"expiry still on (Karpenter's default)", off(func(s map[string]any) {
+			delete(s["template"].(map[string]any)["spec"].(map[string]any), "expireAfter")
+		}), false},
+		{"drift still allowed", off(budgets(map[string]any{"nodes": "0", "reasons": []any{"Empty", "Underutilized"}})), false},
+		{"0 only in a window", off(budgets(map[string]any{"nodes": "0", "schedule": "@daily", "duration": "1h"})), false},
+		{"no budgets: Karpenter's default 10%", off(func(s map[string]any) { delete(s, "disruption") }), false},
+	}
+	for _, c := range cases {
+		if got := KarpenterDisruptionOff(c.obj); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if errs := karpenterCRD(t).Validate(t.Context(), off(nil)); len(errs) > 0 {
+		t.Errorf("the migration's Karpenter NodePool is refused by Karpenter's CRD: %v", errs.ToAggregate())
+	}
+}
