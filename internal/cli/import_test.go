@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/internal/importer"
@@ -203,4 +207,84 @@ func TestImportKuredAndAKS(t *testing.T) {
 	if p := decodePools(t, out)[0]; p.Spec.Upgrade == nil || p.Spec.Provider.Name != v1alpha1.ProviderAKS {
 		t.Errorf("pool %+v", p.Spec)
 	}
+}
+
+// TestImportAgainstTheCluster: the paths that read the cluster, against a
+// fake dynamic client (a unit test of what is read and diffed; what the API
+// server would accept is the CRD check's).
+func TestImportAgainstTheCluster(t *testing.T) {
+	scheme := runtime.NewScheme()
+	live := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "sluice.dev/v1alpha1", "kind": "NodePool",
+		"metadata": map[string]any{"name": "minimal", "uid": "u-1", "resourceVersion": "7", "generation": int64(2)},
+		"spec": map[string]any{
+			"nodeSelector": map[string]any{"matchLabels": map[string]any{"karpenter.sh/nodepool": "minimal"}},
+			"provider":     map[string]any{"name": "kwok"},
+			"disruption":   map[string]any{"expireAfter": "720h", "budgets": []any{map[string]any{"nodes": "20%"}}},
+		},
+		"status": map[string]any{"nodes": int64(3)},
+	}}
+	karp := objectsOf(t, importData("karpenter", "minimal.yaml"))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
+		v1alpha1.NodePoolResource: "NodePoolList",
+		karpenterNodePools:        "NodePoolList",
+	}, live, &unstructured.Unstructured{Object: karp[0]})
+	ctx := context.Background()
+
+	got, err := liveKarpenterPools(ctx, dyn, nil)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Karpenter's pools from the cluster: %v, %v", got, err)
+	}
+	if _, err := liveKarpenterPools(ctx, dyn, []string{"other"}); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := importer.Karpenter(got, importer.KarpenterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := writeImportDiff(ctx, &out, importCluster{dyn: dyn}, []map[string]any{poolObject(&res.NodePools[0])}, nil); err != nil {
+		t.Fatal(err)
+	}
+	diff := out.String()
+	for _, want := range []string{"--- NodePool minimal (cluster)", "-    name: kwok", "+    name: none", "-    - nodes: 20%", "+    - nodes: 10%"} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("diff lacks %q:\n%s", want, diff)
+		}
+	}
+	for _, notWant := range []string{"uid", "resourceVersion", "status", "offline"} {
+		if strings.Contains(diff, notWant) {
+			t.Errorf("diff shows %q, which an import does not write:\n%s", notWant, diff)
+		}
+	}
+
+	out.Reset()
+	if err := writeImportDiff(ctx, &out, importCluster{dyn: dyn}, []map[string]any{appliedFields(live.Object)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no change") {
+		t.Errorf("the cluster's own pool diffed against itself:\n%s", out.String())
+	}
+
+	base, err := livePool(ctx, dyn, "minimal")
+	if err != nil || base == nil || base.Spec.Provider.Name != v1alpha1.ProviderKwok {
+		t.Fatalf("the pool kured's settings go into: %+v, %v", base, err)
+	}
+	if missing, err := livePool(ctx, dyn, "nope"); err != nil || missing != nil {
+		t.Errorf("a pool not in the cluster: %+v, %v", missing, err)
+	}
+}
+
+func objectsOf(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decodeObjects(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }

@@ -155,6 +155,7 @@ func Karpenter(objects []map[string]any, opts KarpenterOptions) (*Result, error)
 func mapKarpenter(in *karpenterPool, raw map[string]any, opts KarpenterOptions, rec recorder) (*v1alpha1.NodePool, error) {
 	out := newNodePool(in.Metadata.Name)
 	out.Spec.Provider = opts.Provider
+	out.Spec.Provider.Name = opts.Provider.NameOrNone()
 	mapKarpenterMetadata(in, raw, out, rec)
 
 	selector := map[string]string{LabelKarpenterNodePool: in.Metadata.Name}
