@@ -140,6 +140,10 @@ func Karpenter(objects []map[string]any, opts KarpenterOptions) (*Result, error)
 			return nil, fmt.Errorf("object %d: the Karpenter NodePool has no metadata.name", i+1)
 		}
 		rec := recorder{source: "NodePool " + in.Metadata.Name, entries: &res.Report}
+		if KarpenterDisruptionOff(obj) {
+			rec.differs("spec.disruption, spec.template.spec.expireAfter (turned off)", "spec.disruption",
+				"this Karpenter NodePool's disruption is already off (budgets 0, expireAfter Never), so the sluice pool made from it disrupts nothing either: import the copy saved before turning it off (docs/import.md), or set the pool's budgets and expiry by hand")
+		}
 		for _, p := range unknownFields(obj, karpenterFields) {
 			rec.notMapped(p, "not a field of Karpenter's v1 NodePool (v1.14) that this importer knows; check its spelling, or map it by hand")
 		}

@@ -245,6 +245,11 @@ func TestKarpenterDisruptionOff(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
+	res, err := Karpenter([]map[string]any{off(nil)}, KarpenterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, "spec.disruption, spec.template.spec.expireAfter (turned off)", Differs, "saved before")
 	if errs := karpenterCRD(t).Validate(t.Context(), off(nil)); len(errs) > 0 {
 		t.Errorf("the migration's Karpenter NodePool is refused by Karpenter's CRD: %v", errs.ToAggregate())
 	}
