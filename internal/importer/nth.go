@@ -271,10 +271,15 @@ func (n *nthValues) webhook(rec recorder, set func(string, any)) {
 		n.addEnv(set, map[string]any{"name": "SLUICE_WEBHOOK_URL", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": v, "key": "webhookurl"}}})
 		rec.mappedBecause("webhookURLSecretName", "values: controller.env SLUICE_WEBHOOK_URL", "the controller reads the URL from SLUICE_WEBHOOK_URL, taken from the same secret and key (webhookurl)")
 	}
-	if n.str("webhookTemplate") != "" || n.str("webhookTemplateConfigMapName") != "" || n.str("webhookTemplateConfigMapKey") != "" {
-		rec.notMapped("webhookTemplate", "NTH's template fields (.EventID, .Kind, .InstanceID, .NodeName, .Description, .StartTime) are not sluice's (.Kind .Name .Namespace .Type .Reason .Message .Time, func json): rewrite it as controller.webhook.template; the default body is JSON with a Slack-style text field")
+	var templates []string
+	for _, k := range []string{"webhookTemplate", "webhookTemplateConfigMapName", "webhookTemplateConfigMapKey"} {
+		if n.has(k) {
+			templates = append(templates, k)
+		}
 	}
-	n.used["webhookTemplateConfigMapName"], n.used["webhookTemplateConfigMapKey"] = true, true
+	if len(templates) > 0 {
+		rec.notMapped(strings.Join(templates, ", "), "NTH's template fields (.EventID, .Kind, .InstanceID, .NodeName, .Description, .StartTime) are not sluice's (.Kind .Name .Namespace .Type .Reason .Message .Time, func json): rewrite it as controller.webhook.template; the default body is JSON with a Slack-style text field")
+	}
 	if n.has("webhookHeaders") {
 		rec.notMapped("webhookHeaders", "sluice's webhook sends Content-Type: application/json and no other header")
 	}
@@ -384,9 +389,13 @@ func (n *nthValues) pods(rec recorder, set func(string, any), queue bool) {
 		set("agent.priorityClassName", v)
 		rec.mapped("daemonsetPriorityClassName", "values: agent.priorityClassName")
 	}
-	if l, ok := n.in["podLabels"].(map[string]any); ok && len(l) > 0 && queue {
-		set("controller.podLabels", l)
-		rec.mapped("podLabels", "values: controller.podLabels")
+	if l, ok := n.in["podLabels"].(map[string]any); ok && len(l) > 0 {
+		if queue {
+			set("controller.podLabels", l)
+			rec.mapped("podLabels", "values: controller.podLabels")
+		} else {
+			rec.notMapped("podLabels", "labels of NTH's own pods; sluice's agent pods take no extra labels (controller.podLabels is the controller's)")
+		}
 	}
 	n.used["podLabels"] = true
 }
@@ -425,20 +434,8 @@ func (n *nthValues) misc(rec recorder, set func(string, any)) {
 	if n.has("enablePrometheusServer") || n.has("prometheusServerPort") {
 		rec.notMapped("enablePrometheusServer, prometheusServerPort", "sluice always serves metrics: controller.metricsPort and agent.metricsPort")
 	}
-	if pm, ok := n.in["podMonitor"].(map[string]any); ok {
-		n.used["podMonitor"] = true
-		if pm["create"] == true {
-			set("monitoring.podMonitor.enabled", true)
-			rec.differs("podMonitor.create", "values: monitoring.podMonitor.enabled", "scrapes sluice's agents; the controller's metrics need monitoring.serviceMonitor.enabled")
-		}
-	}
-	if sm, ok := n.in["serviceMonitor"].(map[string]any); ok {
-		n.used["serviceMonitor"] = true
-		if sm["create"] == true {
-			set("monitoring.serviceMonitor.enabled", true)
-			rec.mapped("serviceMonitor.create", "values: monitoring.serviceMonitor.enabled")
-		}
-	}
+	n.monitor(rec, set, "podMonitor", "monitoring.podMonitor.enabled", "scrapes sluice's agents; the controller's metrics need monitoring.serviceMonitor.enabled")
+	n.monitor(rec, set, "serviceMonitor", "monitoring.serviceMonitor.enabled", "scrapes sluice's controller")
 	if n.has("emitKubernetesEvents") {
 		rec.mappedBecause("emitKubernetesEvents", "(always)", "sluice always records Events on the node and its pool")
 	}
@@ -450,6 +447,33 @@ func (n *nthValues) misc(rec recorder, set func(string, any)) {
 			n.used[k] = true
 			rec.notMapped(k, "a setting of NTH's own pods or image; the sluice chart has its own")
 		}
+	}
+}
+
+// monitor maps NTH's podMonitor or serviceMonitor block.
+func (n *nthValues) monitor(rec recorder, set func(string, any), key, target, why string) {
+	m, ok := n.in[key].(map[string]any)
+	n.used[key] = true
+	if !ok {
+		if n.in[key] != nil {
+			rec.notMapped(key, "not a map as NTH's chart has it")
+		}
+		return
+	}
+	if m["create"] == true {
+		set(target, true)
+		rec.differs(key+".create", "values: "+target, why)
+	} else {
+		rec.mappedBecause(key+" (not created)", "(default)", target+" is false by default")
+	}
+	var rest []string
+	for _, k := range sortedKeys(m) {
+		if k != "create" {
+			rest = append(rest, key+"."+k)
+		}
+	}
+	if len(rest) > 0 {
+		rec.notMapped(strings.Join(rest, ", "), "sluice's monitoring.interval and monitoring.labels apply to all its monitors")
 	}
 }
 

@@ -205,3 +205,65 @@ func TestNTHBadInput(t *testing.T) {
 		t.Error("a mixed-case variable was read")
 	}
 }
+
+// nthChartKeys are the top-level keys of NTH's chart values.yaml (chart
+// 0.27.6, app v1.25.6), as documented there.
+var nthChartKeys = []string{
+	"image", "nameOverride", "fullnameOverride", "serviceAccount", "rbac", "customLabels", "podLabels", "podAnnotations",
+	"podSecurityContext", "securityContext", "terminationGracePeriodSeconds", "resources", "nodeSelector", "affinity", "tolerations",
+	"topologySpreadConstraints", "extraEnv", "probes", "logLevel", "logFormatVersion", "jsonLogging", "enablePrometheusServer",
+	"prometheusServerPort", "dryRun", "cordonOnly", "taintNode", "enableOutOfServiceTaint", "excludeFromLoadBalancers",
+	"deleteLocalData", "ignoreDaemonSets", "podTerminationGracePeriod", "nodeTerminationGracePeriod", "emitKubernetesEvents",
+	"completeLifecycleActionDelaySeconds", "kubernetesEventsExtraAnnotations", "webhookURL", "webhookURLSecretName",
+	"webhookHeaders", "webhookProxy", "webhookTemplate", "webhookTemplateConfigMapName", "webhookTemplateConfigMapKey",
+	"enableSqsTerminationDraining", "replicas", "strategy", "podDisruptionBudget", "serviceMonitor", "priorityClassName",
+	"awsRegion", "queueURL", "workers", "checkASGTagBeforeDraining", "checkTagBeforeDraining", "managedAsgTag", "managedTag",
+	"useProviderId", "targetNodeOs", "linuxPodLabels", "windowsPodLabels", "linuxPodAnnotations", "windowsPodAnnotations",
+	"updateStrategy", "daemonsetPriorityClassName", "podMonitor", "useHostNetwork", "dnsPolicy", "dnsConfig", "linuxDnsPolicy",
+	"windowsDnsPolicy", "daemonsetNodeSelector", "linuxNodeSelector", "windowsNodeSelector", "daemonsetAffinity", "linuxAffinity",
+	"windowsAffinity", "daemonsetTolerations", "linuxTolerations", "windowsTolerations", "enableProbesServer", "metadataTries",
+	"enableSpotInterruptionDraining", "enableASGLifecycleDraining", "enableScheduledEventDraining", "enableRebalanceMonitoring",
+	"enableRebalanceDraining", "deleteSqsMsgIfNodeNotFound", "heartbeatInterval", "heartbeatUntil", "sqsMsgVisibilityTimeoutSec",
+	"awsEndpoint", "awsAccessKeyID", "awsSecretAccessKey", "instanceMetadataURL", "procUptimeFile",
+}
+
+// TestNTHEveryChartKey: every key of NTH's chart, in both modes and set to
+// either boolean, is in the report.
+func TestNTHEveryChartKey(t *testing.T) {
+	for _, queue := range []bool{true, false} {
+		for _, b := range []bool{true, false} {
+			in := map[string]any{}
+			for _, k := range nthChartKeys {
+				switch {
+				case strings.HasPrefix(k, "enable") || strings.HasPrefix(k, "check") || strings.HasPrefix(k, "use") ||
+					k == "cordonOnly" || k == "taintNode" || k == "dryRun" || k == "jsonLogging" || k == "deleteLocalData" ||
+					k == "ignoreDaemonSets" || k == "excludeFromLoadBalancers" || k == "deleteSqsMsgIfNodeNotFound":
+					in[k] = b
+				case strings.Contains(k, "Selector") || strings.Contains(k, "Labels") || strings.Contains(k, "Annotations") ||
+					k == "serviceAccount" || k == "podMonitor" || k == "serviceMonitor" || k == "image" || k == "resources":
+					in[k] = map[string]any{"a": "b"}
+				case strings.Contains(k, "olerations"):
+					in[k] = []any{map[string]any{"operator": "Exists"}}
+				default:
+					in[k] = "7"
+				}
+			}
+			in["enableSqsTerminationDraining"] = queue
+			in["queueURL"] = "https://sqs.us-east-1.amazonaws.com/1/q"
+			res, err := NTH(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range nthChartKeys {
+				found := false
+				for _, e := range res.Report {
+					found = found || strings.Contains(e.Field, k)
+				}
+				if !found {
+					t.Errorf("queue mode %v, booleans %v: %s is not in the report", queue, b, k)
+				}
+			}
+			checkValues(t, "every key", res.Values)
+		}
+	}
+}
