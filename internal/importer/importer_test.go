@@ -30,6 +30,16 @@ import (
 // server would store, not our idea of one.
 func karpenterCRD(t *testing.T) *crdschema.Validator {
 	t.Helper()
+	v, err := crdschema.New(karpenterCRDManifest(t), "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// karpenterCRDManifest is karpenter.sh_nodepools.yaml from the pinned module.
+func karpenterCRDManifest(t *testing.T) []byte {
+	t.Helper()
 	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/karpenter")
 	cmd.Dir = filepath.Join("..", "..", "hack", "tools", "karpenter")
 	out, err := cmd.Output()
@@ -41,11 +51,7 @@ func karpenterCRD(t *testing.T) *crdschema.Validator {
 	if err != nil {
 		t.Fatalf("reading Karpenter %s's NodePool CRD: %v", mod.Version, err)
 	}
-	v, err := crdschema.New(crd, "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return crd
 }
 
 // sluiceCRD is sluice's own NodePool CRD, as the chart installs it.

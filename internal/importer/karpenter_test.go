@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
@@ -253,4 +256,47 @@ func TestKarpenterDisruptionOff(t *testing.T) {
 	if errs := karpenterCRD(t).Validate(t.Context(), off(nil)); len(errs) > 0 {
 		t.Errorf("the migration's Karpenter NodePool is refused by Karpenter's CRD: %v", errs.ToAggregate())
 	}
+}
+
+// TestKarpenterKnowsEveryField walks Karpenter v1.14.1's own NodePool schema:
+// every field it declares under spec is one the importer maps or reports by
+// name, so a field Karpenter adds shows up here first.
+func TestKarpenterKnowsEveryField(t *testing.T) {
+	crd := karpenterCRDManifest(t)
+	var def apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(crd, &def); err != nil {
+		t.Fatal(err)
+	}
+	root := def.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	var walk func(s apiextensionsv1.JSONSchemaProps, path string)
+	walk = func(s apiextensionsv1.JSONSchemaProps, path string) {
+		if karpenterFields[path+".*"] {
+			return
+		}
+		if !karpenterFields[path] {
+			t.Errorf("Karpenter's schema has %s, which the importer does not know", path)
+			return
+		}
+		for name, child := range s.Properties {
+			walk(child, fieldPath(path, name, child))
+		}
+		if s.Items != nil && s.Items.Schema != nil {
+			for name, child := range s.Items.Schema.Properties {
+				walk(child, fieldPath(path, name, child))
+			}
+		}
+	}
+	for name, child := range root.Properties {
+		walk(child, fieldPath("spec", name, child))
+	}
+}
+
+// fieldPath names a field as karpenterFields does: a list of objects as
+// "name[]".
+func fieldPath(parent, name string, s apiextensionsv1.JSONSchemaProps) string {
+	p := parent + "." + name
+	if s.Type == "array" && s.Items != nil && s.Items.Schema != nil && s.Items.Schema.Type == "object" {
+		p += "[]"
+	}
+	return p
 }

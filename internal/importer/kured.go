@@ -264,7 +264,11 @@ func (k *kuredFlags) window(rec recorder) (*v1alpha1.RebootWindow, error) {
 	}
 	everyDay := !slices.Contains(days, false)
 	if everyDay && start == 0 && end >= 24*time.Hour-time.Second {
-		rec.mappedBecause("--reboot-days, --start-time, --end-time (any day, any time)", "spec.reboot.windows (none)", "reboots may start at any time")
+		field := "--reboot-days, --start-time, --end-time (any day, any time)"
+		if zoneSet {
+			field += ", --time-zone"
+		}
+		rec.mappedBecause(field, "spec.reboot.windows (none)", "reboots may start at any time")
 		return nil, nil
 	}
 	length := end - start
@@ -349,10 +353,10 @@ func (k *kuredFlags) prometheus(rb *v1alpha1.RebootSpec, rec recorder) error {
 	if hasFilter {
 		rec.mapped("--alert-filter-regexp", "spec.reboot.prometheus.alertFilterRegexp")
 	}
-	if matchOnly {
+	if _, given := k.in["alert-filter-match-only"]; given {
 		rec.mapped("--alert-filter-match-only", "spec.reboot.prometheus.alertFilterMatchOnly")
 	}
-	if firingOnly {
+	if _, given := k.in["alert-firing-only"]; given {
 		rec.mapped("--alert-firing-only", "spec.reboot.prometheus.firingOnly")
 	}
 	return nil
@@ -408,6 +412,16 @@ func (k *kuredFlags) drainTimeout(pool *v1alpha1.NodePool, rec recorder) error {
 		rec.notMapped("--drain-timeout", "kured gives up the reboot after it and tries again later; sluice keeps draining while PodDisruptionBudgets hold (explain node names the pod); a bound that forces the drain is spec.disruption.terminationGracePeriod")
 	case force:
 		rec.notMapped("--force-reboot", "without --drain-timeout it reboots when the drain fails; sluice never reboots a node it has not drained")
+	default:
+		var off []string
+		for _, name := range []string{"drain-timeout", "force-reboot"} {
+			if _, ok := k.in[name]; ok {
+				off = append(off, "--"+name)
+			}
+		}
+		if len(off) > 0 {
+			rec.mappedBecause(strings.Join(off, ", ")+" (off)", "(default)", "no bound on the drain: sluice's too, unless spec.disruption.terminationGracePeriod is set")
+		}
 	}
 	return nil
 }
@@ -421,6 +435,8 @@ func (k *kuredFlags) agent(rec recorder, set func(string, any)) error {
 	if v, ok := k.last("reboot-sentinel-command"); ok && v != "" {
 		set("agent.reboot.sentinelCommand", v)
 		rec.differs("--reboot-sentinel-command", "values: agent.reboot.sentinelCommand", "run in the agent's container, not in the host's namespaces as kured runs it: a command that reads the host (needs-restarting, a file under /var/run) must find it there")
+	} else if ok {
+		rec.mappedBecause("--reboot-sentinel-command (empty)", "(default)", "the sentinel file decides, as in kured")
 	}
 	period, given, err := k.duration("period")
 	if err != nil {
@@ -442,11 +458,19 @@ func (k *kuredFlags) agent(rec recorder, set func(string, any)) error {
 	if v, ok := k.last("slack-hook-url"); ok && v != "" {
 		set("controller.webhook.url", v)
 		rec.differs("--slack-hook-url", "values: controller.webhook.url", "sluice posts every Event its controller records, reboots among them, as JSON with a Slack-style text field")
+	} else if ok {
+		rec.mappedBecause("--slack-hook-url (empty)", "(default)", "no webhook")
 	}
-	if b, err := k.boolean("annotate-nodes"); err != nil {
-		return err
-	} else if b {
-		rec.mappedBecause("--annotate-nodes", "(always)", "sluice always records a reboot on its node (maintenance.sluice.dev/reboot-required, sluice.dev/disruption)")
+	if _, given := k.in["annotate-nodes"]; given {
+		b, err := k.boolean("annotate-nodes")
+		if err != nil {
+			return err
+		}
+		field := "--annotate-nodes"
+		if !b {
+			field += " (false)"
+		}
+		rec.mappedBecause(field, "(always)", "sluice always records a reboot on its node (maintenance.sluice.dev/reboot-required, sluice.dev/disruption)")
 	}
 	return nil
 }

@@ -245,3 +245,43 @@ func TestKuredBadInput(t *testing.T) {
 		t.Error("a word that is neither a flag nor a KURED_ variable was read")
 	}
 }
+
+// kuredAllFlags are kured's flags (cmd/kured/main.go, kured 1.20), each with
+// a sample value.
+var kuredAllFlags = map[string]string{
+	"node-id": "n1", "force-reboot": "false", "metrics-host": "0.0.0.0", "metrics-port": "8080", "drain-grace-period": "30",
+	"drain-pod-selector": "app=x", "skip-wait-for-delete-timeout": "60", "drain-delay": "1m", "drain-timeout": "0", "reboot-delay": "1m",
+	"reboot-method": "command", "period": "1h", "ds-namespace": "kube-system", "ds-name": "kured", "lock-annotation": "weave.works/kured-node-lock",
+	"lock-ttl": "0", "lock-release-delay": "0", "prometheus-url": "http://p:9090", "alert-filter-regexp": "^W$", "alert-filter-match-only": "false",
+	"alert-firing-only": "false", "reboot-sentinel": "/var/run/reboot-required", "prefer-no-schedule-taint": "x", "reboot-sentinel-command": "",
+	"reboot-command": "/bin/systemctl reboot", "concurrency": "1", "reboot-signal": "39", "slack-hook-url": "", "slack-username": "kured",
+	"slack-channel": "c", "notify-url": "", "message-template-uncordon": "m", "message-template-drain": "m", "message-template-reboot": "m",
+	"blocking-pod-selector": "app=y", "reboot-days": "su,mo,tu,we,th,fr,sa", "start-time": "0:00", "end-time": "23:59:59", "time-zone": "UTC",
+	"annotate-nodes": "false", "log-format": "text", "pre-reboot-node-labels": "a=b", "post-reboot-node-labels": "a=c",
+}
+
+// TestKuredEveryFlag: every flag of kured, given at its default or a sample,
+// is in the report.
+func TestKuredEveryFlag(t *testing.T) {
+	flags := map[string][]string{}
+	for k, v := range kuredAllFlags {
+		flags[k] = []string{v}
+	}
+	res, err := Kured(flags, newPoolOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range kuredAllFlags {
+		found := false
+		for _, e := range res.Report {
+			found = found || strings.Contains(e.Field, "--"+name+",") || strings.HasSuffix(e.Field, "--"+name) || strings.Contains(e.Field, "--"+name+" ") || strings.Contains(e.Field, "--"+name+"[")
+		}
+		if !found {
+			t.Errorf("--%s is not in the report", name)
+		}
+	}
+	checkPools(t, "every flag", res.NodePools)
+	if t.Failed() {
+		t.Log(reportText(res))
+	}
+}
