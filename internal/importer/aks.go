@@ -230,39 +230,8 @@ func mapAKSUpgrade(in *aksPool, fields map[string]any, out *v1alpha1.NodePool, r
 		return nil
 	}
 	up := &v1alpha1.UpgradeSpec{}
-	if u.MaxSurge != "" {
-		v, err := aksIntOrPercent("upgradeSettings.maxSurge", u.MaxSurge)
-		if err != nil {
-			return err
-		}
-		up.MaxSurge = v
-		rec.mapped("upgradeSettings.maxSurge", "spec.upgrade.maxSurge")
-	}
-	if u.MaxUnavailable != "" {
-		v, err := aksIntOrPercent("upgradeSettings.maxUnavailable", u.MaxUnavailable)
-		if err != nil {
-			return err
-		}
-		up.MaxUnavailable = v
-		if v.Type == intstr.String {
-			why := "AKS rounds a percentage up, sluice rounds it down (10% of 15 nodes: AKS 2, sluice 1)"
-			if up.MaxSurge != nil && up.MaxSurge.Type == intstr.Int && up.MaxSurge.IntVal == 0 {
-				why += "; with maxSurge 0, a pool too small for the percentage to reach one node cannot be upgraded at all in sluice (the pool is Ready=False, InvalidUpgrade): give maxUnavailable as a number of nodes"
-			}
-			rec.differs("upgradeSettings.maxUnavailable", "spec.upgrade.maxUnavailable", why)
-		} else {
-			rec.mapped("upgradeSettings.maxUnavailable", "spec.upgrade.maxUnavailable")
-		}
-	}
-	if u.MaxBlockedNodes != "" {
-		n, err := strconv.Atoi(u.MaxBlockedNodes)
-		if err != nil || n < 0 {
-			rec.notMappedf("upgradeSettings.maxBlockedNodes", "%q: sluice's maxBlockedNodes is a number of nodes, not a percentage; set it by hand", u.MaxBlockedNodes)
-		} else {
-			n32 := int32(n)
-			up.MaxBlockedNodes = &n32
-			rec.mapped("upgradeSettings.maxBlockedNodes", "spec.upgrade.maxBlockedNodes")
-		}
+	if err := mapAKSCounts(in, up, rec); err != nil {
+		return err
 	}
 	if m := u.DrainTimeoutInMinutes; m != nil {
 		up.DrainTimeout = &metav1.Duration{Duration: time.Duration(*m) * time.Minute}
@@ -294,9 +263,49 @@ func mapAKSUpgrade(in *aksPool, fields map[string]any, out *v1alpha1.NodePool, r
 	return nil
 }
 
+// mapAKSCounts maps maxSurge, maxUnavailable and maxBlockedNodes.
+func mapAKSCounts(in *aksPool, up *v1alpha1.UpgradeSpec, rec recorder) error {
+	u := in.UpgradeSettings
+	if u.MaxSurge != "" {
+		v, err := aksIntOrPercent("upgradeSettings.maxSurge", u.MaxSurge)
+		if err != nil {
+			return err
+		}
+		up.MaxSurge = v
+		rec.mapped("upgradeSettings.maxSurge", "spec.upgrade.maxSurge")
+	}
+	if u.MaxUnavailable != "" {
+		v, err := aksIntOrPercent("upgradeSettings.maxUnavailable", u.MaxUnavailable)
+		if err != nil {
+			return err
+		}
+		up.MaxUnavailable = v
+		if v.Type == intstr.String {
+			why := "AKS rounds a percentage up, sluice rounds it down (10% of 15 nodes: AKS 2, sluice 1)"
+			if up.MaxSurge != nil && up.MaxSurge.Type == intstr.Int && up.MaxSurge.IntVal == 0 {
+				why += "; with maxSurge 0, a pool too small for the percentage to reach one node cannot be upgraded at all in sluice (the pool is Ready=False, InvalidUpgrade): give maxUnavailable as a number of nodes"
+			}
+			rec.differs("upgradeSettings.maxUnavailable", "spec.upgrade.maxUnavailable", why)
+		} else {
+			rec.mapped("upgradeSettings.maxUnavailable", "spec.upgrade.maxUnavailable")
+		}
+	}
+	if u.MaxBlockedNodes != "" {
+		n, err := strconv.ParseInt(u.MaxBlockedNodes, 10, 32)
+		if err != nil || n < 0 {
+			rec.notMappedf("upgradeSettings.maxBlockedNodes", "%q: sluice's maxBlockedNodes is a number of nodes, not a percentage; set it by hand", u.MaxBlockedNodes)
+		} else {
+			n32 := int32(n)
+			up.MaxBlockedNodes = &n32
+			rec.mapped("upgradeSettings.maxBlockedNodes", "spec.upgrade.maxBlockedNodes")
+		}
+	}
+	return nil
+}
+
 // aksIntOrPercent reads "5" or "33%".
 func aksIntOrPercent(field, s string) (*intstr.IntOrString, error) {
-	if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+	if n, err := strconv.ParseInt(s, 10, 32); err == nil && n >= 0 {
 		v := intstr.FromInt32(int32(n))
 		return &v, nil
 	}

@@ -2,6 +2,7 @@ package importer
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -301,32 +302,9 @@ func mapKarpenterRequirements(in *karpenterPool, tmpl *v1alpha1.NodeTemplate, re
 
 func mapKarpenterDisruption(in *karpenterPool, prov v1alpha1.ProviderSpec, rec recorder) (*v1alpha1.DisruptionSpec, error) {
 	d := &v1alpha1.DisruptionSpec{}
-	spec := &in.Spec.Template.Spec
-
-	expire, field := karpenterDefaultExpireAfter, "spec.template.spec.expireAfter (unset: Karpenter's default 720h)"
-	if spec.ExpireAfter != nil {
-		expire, field = *spec.ExpireAfter, "spec.template.spec.expireAfter"
+	if err := mapKarpenterExpiry(in, prov, d, rec); err != nil {
+		return nil, err
 	}
-	if expire == v1alpha1.Never {
-		d.ExpireAfter = v1alpha1.Never
-		rec.mapped(field, "spec.disruption.expireAfter")
-	} else {
-		if _, err := time.ParseDuration(expire); err != nil {
-			return nil, fmt.Errorf("spec.template.spec.expireAfter %q: use a duration such as 720h, or Never", expire)
-		}
-		d.ExpireAfter = expire
-		rec.differs(field, "spec.disruption.expireAfter", "Karpenter's expiry is forceful: an expired node goes whatever the budgets say, bounded only by terminationGracePeriod; sluice's waits for the budgets (reason Expired), honours do-not-disrupt, and replaces the node before draining it"+whenNone(prov, " (with provider none sluice only reports expired nodes: Events WouldExpired, status.expired)"))
-	}
-	if spec.TerminationGracePeriod != nil {
-		v, err := time.ParseDuration(*spec.TerminationGracePeriod)
-		if err != nil {
-			return nil, fmt.Errorf("spec.template.spec.terminationGracePeriod %q: use a duration such as 48h", *spec.TerminationGracePeriod)
-		}
-		d.TerminationGracePeriod = &metav1.Duration{Duration: v}
-		rec.differs("spec.template.spec.terminationGracePeriod", "spec.disruption.terminationGracePeriod",
-			"both delete the pods left on a draining node once the period has passed, PodDisruptionBudgets or not; Karpenter also deletes each pod early enough for its own terminationGracePeriodSeconds to end by then, and ignores do-not-disrupt from the start of a forceful drain; sluice deletes what is left at the end")
-	}
-
 	dis := in.Spec.Disruption
 	if dis == nil {
 		d.ConsolidateAfter = karpenterDefaultConsolidateAfter
@@ -337,6 +315,52 @@ func mapKarpenterDisruption(in *karpenterPool, prov v1alpha1.ProviderSpec, rec r
 		consolidationNote(prov, rec)
 		return d, nil
 	}
+	if err := mapKarpenterConsolidation(in, d, rec); err != nil {
+		return nil, err
+	}
+	consolidationNote(prov, rec)
+	budgets, err := mapKarpenterBudgets(in, rec)
+	if err != nil {
+		return nil, err
+	}
+	d.Budgets = budgets
+	karpenterBudgetsDiffer(d.Budgets, rec)
+	return d, nil
+}
+
+// mapKarpenterExpiry maps expireAfter (Karpenter's default when unset) and
+// terminationGracePeriod.
+func mapKarpenterExpiry(in *karpenterPool, prov v1alpha1.ProviderSpec, d *v1alpha1.DisruptionSpec, rec recorder) error {
+	spec := &in.Spec.Template.Spec
+	expire, field := karpenterDefaultExpireAfter, "spec.template.spec.expireAfter (unset: Karpenter's default 720h)"
+	if spec.ExpireAfter != nil {
+		expire, field = *spec.ExpireAfter, "spec.template.spec.expireAfter"
+	}
+	if expire == v1alpha1.Never {
+		d.ExpireAfter = v1alpha1.Never
+		rec.mapped(field, "spec.disruption.expireAfter")
+	} else {
+		if _, err := time.ParseDuration(expire); err != nil {
+			return fmt.Errorf("spec.template.spec.expireAfter %q: use a duration such as 720h, or Never", expire)
+		}
+		d.ExpireAfter = expire
+		rec.differs(field, "spec.disruption.expireAfter", "Karpenter's expiry is forceful: an expired node goes whatever the budgets say, bounded only by terminationGracePeriod; sluice's waits for the budgets (reason Expired), honours do-not-disrupt, and replaces the node before draining it"+whenNone(prov, " (with provider none sluice only reports expired nodes: Events WouldExpired, status.expired)"))
+	}
+	if spec.TerminationGracePeriod != nil {
+		v, err := time.ParseDuration(*spec.TerminationGracePeriod)
+		if err != nil {
+			return fmt.Errorf("spec.template.spec.terminationGracePeriod %q: use a duration such as 48h", *spec.TerminationGracePeriod)
+		}
+		d.TerminationGracePeriod = &metav1.Duration{Duration: v}
+		rec.differs("spec.template.spec.terminationGracePeriod", "spec.disruption.terminationGracePeriod",
+			"both delete the pods left on a draining node once the period has passed, PodDisruptionBudgets or not; Karpenter also deletes each pod early enough for its own terminationGracePeriodSeconds to end by then, and ignores do-not-disrupt from the start of a forceful drain; sluice deletes what is left at the end")
+	}
+	return nil
+}
+
+// mapKarpenterConsolidation maps the consolidation policy and delay.
+func mapKarpenterConsolidation(in *karpenterPool, d *v1alpha1.DisruptionSpec, rec recorder) error {
+	dis := in.Spec.Disruption
 	switch p := dis.ConsolidationPolicy; p {
 	case "", string(v1alpha1.ConsolidateWhenEmpty), string(v1alpha1.ConsolidateWhenEmptyOrUnderutilized):
 		d.ConsolidationPolicy = v1alpha1.ConsolidationPolicy(p)
@@ -349,7 +373,7 @@ func mapKarpenterDisruption(in *karpenterPool, prov v1alpha1.ProviderSpec, rec r
 		rec.differs("spec.disruption.consolidationPolicy", "spec.disruption.consolidationPolicy",
 			"sluice has no Balanced policy: it becomes WhenEmptyOrUnderutilized, where spec.disruption.consolidation.minSavings (default 10%) is what keeps a replacement from being made for a small saving")
 	default:
-		return nil, fmt.Errorf("spec.disruption.consolidationPolicy %q: Karpenter v1 knows WhenEmpty, WhenEmptyOrUnderutilized and Balanced", p)
+		return fmt.Errorf("spec.disruption.consolidationPolicy %q: Karpenter v1 knows WhenEmpty, WhenEmptyOrUnderutilized and Balanced", p)
 	}
 	if dis.ConsolidateAfter == nil {
 		d.ConsolidateAfter = karpenterDefaultConsolidateAfter
@@ -357,7 +381,7 @@ func mapKarpenterDisruption(in *karpenterPool, prov v1alpha1.ProviderSpec, rec r
 	} else {
 		if *dis.ConsolidateAfter != v1alpha1.Never {
 			if _, err := time.ParseDuration(*dis.ConsolidateAfter); err != nil {
-				return nil, fmt.Errorf("spec.disruption.consolidateAfter %q: use a duration such as 30s, or Never", *dis.ConsolidateAfter)
+				return fmt.Errorf("spec.disruption.consolidateAfter %q: use a duration such as 30s, or Never", *dis.ConsolidateAfter)
 			}
 		}
 		d.ConsolidateAfter = *dis.ConsolidateAfter
@@ -366,29 +390,34 @@ func mapKarpenterDisruption(in *karpenterPool, prov v1alpha1.ProviderSpec, rec r
 	if in.Spec.Replicas != nil {
 		rec.notMapped("spec.disruption.consolidationPolicy, consolidateAfter (with replicas)", "Karpenter ignores them for a static pool; sluice applies them as written")
 	}
-	consolidationNote(prov, rec)
+	return nil
+}
 
+// mapKarpenterBudgets maps the budgets, Karpenter's default when none.
+func mapKarpenterBudgets(in *karpenterPool, rec recorder) ([]v1alpha1.Budget, error) {
+	dis := in.Spec.Disruption
+	var out []v1alpha1.Budget
 	if len(dis.Budgets) == 0 {
-		d.Budgets = []v1alpha1.Budget{{Nodes: karpenterDefaultBudget}}
+		out = []v1alpha1.Budget{{Nodes: karpenterDefaultBudget}}
 		rec.mappedBecause("spec.disruption.budgets (unset)", "spec.disruption.budgets", "Karpenter's default, one budget of 10%")
 	}
 	for i, b := range dis.Budgets {
 		field := fmt.Sprintf("spec.disruption.budgets[%d]", i)
-		out := v1alpha1.Budget{Nodes: b.Nodes, Schedule: b.Schedule}
-		if out.Nodes == "" {
-			out.Nodes = karpenterDefaultBudget
+		budget := v1alpha1.Budget{Nodes: b.Nodes, Schedule: b.Schedule}
+		if budget.Nodes == "" {
+			budget.Nodes = karpenterDefaultBudget
 		}
 		for _, r := range b.Reasons {
-			out.Reasons = append(out.Reasons, v1alpha1.DisruptionReason(r))
+			budget.Reasons = append(budget.Reasons, v1alpha1.DisruptionReason(r))
 		}
 		if b.Duration != nil {
 			v, err := time.ParseDuration(*b.Duration)
 			if err != nil {
 				return nil, fmt.Errorf("%s.duration %q: use a duration such as 8h", field, *b.Duration)
 			}
-			out.Duration = &metav1.Duration{Duration: v}
+			budget.Duration = &metav1.Duration{Duration: v}
 		}
-		d.Budgets = append(d.Budgets, out)
+		out = append(out, budget)
 		target := "spec.disruption.budgets[" + strconv.Itoa(i) + "]"
 		rec.mapped(field+".nodes", target+".nodes")
 		if len(b.Reasons) > 0 {
@@ -401,8 +430,7 @@ func mapKarpenterDisruption(in *karpenterPool, prov v1alpha1.ProviderSpec, rec r
 			rec.mapped(field+".duration", target+".duration")
 		}
 	}
-	karpenterBudgetsDiffer(d.Budgets, rec)
-	return d, nil
+	return out, nil
 }
 
 // karpenterBudgetsDiffer states, once per pool, how sluice's budgets count
@@ -441,7 +469,12 @@ func mapKarpenterLimits(in *karpenterPool, rec recorder) *v1alpha1.Limits {
 			l.Memory = &q
 			rec.mapped(field, "spec.limits.memory")
 		case "nodes":
-			n := int32(q.Value())
+			v := q.Value()
+			if v < 0 || v > math.MaxInt32 {
+				rec.notMappedf(field, "%s nodes is out of range", q.String())
+				continue
+			}
+			n := int32(v)
 			l.Nodes = &n
 			rec.mapped(field, "spec.limits.nodes")
 		default:

@@ -230,23 +230,12 @@ func (k *kuredFlags) window(rec recorder) (*v1alpha1.RebootWindow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--time-zone %q: not an IANA time zone (such as Europe/Berlin): %w", zone, err)
 	}
-	days := make([]bool, 7)
 	if !daysSet {
 		daysArg = "su,mo,tu,we,th,fr,sa"
 	}
-	for _, d := range strings.Split(daysArg, ",") {
-		d = strings.TrimSpace(d)
-		if d == "" {
-			continue
-		}
-		n, ok := kuredDays[strings.ToLower(d)]
-		if !ok {
-			var err error
-			if n, err = strconv.Atoi(d); err != nil || n < 0 || n > 6 {
-				return nil, fmt.Errorf("--reboot-days: %q is not a day: use su, mo, tu, we, th, fr, sa (or sun..., sunday..., 0-6)", d)
-			}
-		}
-		days[n] = true
+	days, err := kuredWeekdays(daysArg)
+	if err != nil {
+		return nil, err
 	}
 	if !startSet {
 		startArg = "0:00"
@@ -282,21 +271,8 @@ func (k *kuredFlags) window(rec recorder) (*v1alpha1.RebootWindow, error) {
 	if length < time.Minute {
 		return nil, fmt.Errorf("--start-time %s and --end-time %s leave a window shorter than a minute", startArg, endArg)
 	}
-	var dow []string
-	for i, on := range days {
-		if on {
-			dow = append(dow, strconv.Itoa(i))
-		}
-	}
-	if len(dow) == 0 {
-		return nil, fmt.Errorf("--reboot-days %q names no day", daysArg)
-	}
-	dows := strings.Join(dow, ",")
-	if everyDay {
-		dows = "*"
-	}
 	w := &v1alpha1.RebootWindow{
-		Schedule: fmt.Sprintf("%d %d * * %s", int(start.Minutes())%60, int(start.Hours()), dows),
+		Schedule: fmt.Sprintf("%d %d * * %s", int(start.Minutes())%60, int(start.Hours()), cronWeekdays(days)),
 		Duration: metav1.Duration{Duration: length.Truncate(time.Minute)},
 	}
 	if loc.String() != "UTC" {
@@ -316,6 +292,45 @@ func (k *kuredFlags) window(rec recorder) (*v1alpha1.RebootWindow, error) {
 	rec.differs("--reboot-days, --start-time, --end-time (a reboot in progress)", "spec.reboot.windows",
 		"both only start reboots inside the window; a drain begun inside may finish after it closes")
 	return w, nil
+}
+
+// kuredWeekdays reads --reboot-days (kured's names or 0-6, comma
+// separated) into a set indexed by cron's day numbers.
+func kuredWeekdays(arg string) ([]bool, error) {
+	days := make([]bool, 7)
+	named := false
+	for _, d := range strings.Split(arg, ",") {
+		d = strings.TrimSpace(d)
+		if d == "" {
+			continue
+		}
+		n, ok := kuredDays[strings.ToLower(d)]
+		if !ok {
+			var err error
+			if n, err = strconv.Atoi(d); err != nil || n < 0 || n > 6 {
+				return nil, fmt.Errorf("--reboot-days: %q is not a day: use su, mo, tu, we, th, fr, sa (or sun..., sunday..., 0-6)", d)
+			}
+		}
+		days[n], named = true, true
+	}
+	if !named {
+		return nil, fmt.Errorf("--reboot-days %q names no day", arg)
+	}
+	return days, nil
+}
+
+// cronWeekdays writes the set as cron's day-of-week field.
+func cronWeekdays(days []bool) string {
+	if !slices.Contains(days, false) {
+		return "*"
+	}
+	var dow []string
+	for i, on := range days {
+		if on {
+			dow = append(dow, strconv.Itoa(i))
+		}
+	}
+	return strings.Join(dow, ",")
 }
 
 // kuredTime reads a time of day in kured's formats.

@@ -345,18 +345,7 @@ func (n *nthValues) pods(rec recorder, set func(string, any), queue bool) {
 	if queue {
 		target = "controller"
 	}
-	if sa, ok := n.in["serviceAccount"].(map[string]any); ok {
-		n.used["serviceAccount"] = true
-		if ann, ok := sa["annotations"].(map[string]any); ok && len(ann) > 0 {
-			set("controller.serviceAccountAnnotations", ann)
-			rec.differs("serviceAccount.annotations", "values: controller.serviceAccountAnnotations", "the same role (IRSA) for sluice's controller: it needs sluice's permissions, docs/providers.md#the-aws-queue-mode (sqs:ReceiveMessage, sqs:DeleteMessage, autoscaling:CompleteLifecycleAction, autoscaling:RecordLifecycleActionHeartbeat, autoscaling:DescribeLifecycleHooks)")
-		}
-		for _, k := range sortedKeys(sa) {
-			if k != "annotations" {
-				rec.notMapped("serviceAccount."+k, "the sluice chart creates its own service accounts")
-			}
-		}
-	}
+	n.serviceAccount(rec, set)
 	for _, k := range []string{"nodeSelector", "daemonsetNodeSelector", "linuxNodeSelector"} {
 		if m, ok := n.in[k].(map[string]any); ok && len(m) > 0 {
 			t := target
@@ -398,6 +387,22 @@ func (n *nthValues) pods(rec recorder, set func(string, any), queue bool) {
 		}
 	}
 	n.used["podLabels"] = true
+}
+
+// serviceAccount maps the role NTH's service account carries.
+func (n *nthValues) serviceAccount(rec recorder, set func(string, any)) {
+	if sa, ok := n.in["serviceAccount"].(map[string]any); ok {
+		n.used["serviceAccount"] = true
+		if ann, ok := sa["annotations"].(map[string]any); ok && len(ann) > 0 {
+			set("controller.serviceAccountAnnotations", ann)
+			rec.differs("serviceAccount.annotations", "values: controller.serviceAccountAnnotations", "the same role (IRSA) for sluice's controller: it needs sluice's permissions, docs/providers.md#the-aws-queue-mode (sqs:ReceiveMessage, sqs:DeleteMessage, autoscaling:CompleteLifecycleAction, autoscaling:RecordLifecycleActionHeartbeat, autoscaling:DescribeLifecycleHooks)")
+		}
+		for _, k := range sortedKeys(sa) {
+			if k != "annotations" {
+				rec.notMapped("serviceAccount."+k, "the sluice chart creates its own service accounts")
+			}
+		}
+	}
 }
 
 // nthPlumbing are NTH's chart values for its own pods and image, which say
