@@ -237,19 +237,9 @@ func (k *kuredFlags) window(rec recorder) (*v1alpha1.RebootWindow, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !startSet {
-		startArg = "0:00"
-	}
-	if !endSet {
-		endArg = "23:59:59"
-	}
-	start, err := kuredTime(startArg)
+	start, end, err := kuredTimes(startArg, startSet, endArg, endSet)
 	if err != nil {
-		return nil, fmt.Errorf("--start-time %q: use a time of day such as 2:00, 14:30 or 3pm", startArg)
-	}
-	end, err := kuredTime(endArg)
-	if err != nil {
-		return nil, fmt.Errorf("--end-time %q: use a time of day such as 6:00, 17:30 or 5pm", endArg)
+		return nil, err
 	}
 	everyDay := !slices.Contains(days, false)
 	if everyDay && start == 0 && end >= 24*time.Hour-time.Second {
@@ -331,6 +321,23 @@ func cronWeekdays(days []bool) string {
 		}
 	}
 	return strings.Join(dow, ",")
+}
+
+// kuredTimes reads --start-time and --end-time, with kured's defaults.
+func kuredTimes(startArg string, startSet bool, endArg string, endSet bool) (start, end time.Duration, err error) {
+	if !startSet {
+		startArg = "0:00"
+	}
+	if !endSet {
+		endArg = "23:59:59"
+	}
+	if start, err = kuredTime(startArg); err != nil {
+		return 0, 0, fmt.Errorf("--start-time %q: use a time of day such as 2:00, 14:30 or 3pm", startArg)
+	}
+	if end, err = kuredTime(endArg); err != nil {
+		return 0, 0, fmt.Errorf("--end-time %q: use a time of day such as 6:00, 17:30 or 5pm", endArg)
+	}
+	return start, end, nil
 }
 
 // kuredTime reads a time of day in kured's formats.
