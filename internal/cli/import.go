@@ -89,8 +89,8 @@ listed on stderr (in the document's report with -o json) as mapping with differe
 as not mapped, with the reason. Nothing is written when an input is unreadable or the result would
 not pass sluice's own validation (the NodePool CRD's schema and rules, and the controller's checks).
 
-Migrate in this order (docs/import.md): turn the old tool's disruption off for those nodes, import,
-check with --dry-run, apply.`,
+Migrate in this order (docs/import.md): save what you run, turn the old tool's disruption off for
+those nodes, import from the saved copy, check with --dry-run, apply.`,
 	}
 	cmd.AddCommand(newImportKarpenterCommand(), newImportNTHCommand(), newImportKuredCommand(), newImportAKSCommand())
 	return cmd
@@ -433,7 +433,7 @@ func writeImportDiff(ctx context.Context, out io.Writer, cl importCluster, objec
 	}
 	for _, o := range objects {
 		name, _ := o["metadata"].(map[string]any)["name"].(string)
-		from, label := "", "(none)"
+		from, label := "", "none"
 		if dyn != nil {
 			live, err := dyn.Resource(v1alpha1.NodePoolResource).Get(ctx, name, metav1.GetOptions{})
 			switch {

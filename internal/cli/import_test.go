@@ -107,7 +107,7 @@ func TestImportDryRunOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# offline (no cluster configured", "--- NodePool minimal ((none))", "+++ NodePool minimal (imported)", "+kind: NodePool"} {
+	for _, want := range []string{"# offline (no cluster configured", "--- NodePool minimal (none)", "+++ NodePool minimal (imported)", "+kind: NodePool"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("diff lacks %q:\n%s", want, out)
 		}
