@@ -69,6 +69,7 @@ FUZZTARGETS := \
 	./internal/controller/maintenance:FuzzState \
 	./internal/cli:FuzzSelector \
 	./internal/cli:FuzzDrainFlags \
+	./internal/importer:FuzzImport \
 	./internal/agent:FuzzProviderID \
 	./internal/memlimit:FuzzCgroupLimit \
 	./pkg/maintenance:FuzzReport \

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/sluice-dev/sluice/internal/importer"
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/pkg/doctor"
@@ -171,5 +172,23 @@ func poolFindings(ctx context.Context, cfg *rest.Config, nodes []corev1.Node, po
 	if err != nil || !installed {
 		return nil, err
 	}
-	return nodepool.Coexistence(pools, nodes, pods), nil
+	return nodepool.CoexistenceWith(pools, nodes, pods, quietKarpenterPools(ctx, dyn)), nil
+}
+
+// quietKarpenterPools names the Karpenter NodePools whose disruption is
+// turned off, whose nodes a sluice pool may then take without doctor's
+// warning; none when the cluster serves no Karpenter NodePools or they
+// cannot be read (the warning then stands, erring toward saying it).
+func quietKarpenterPools(ctx context.Context, dyn dynamic.Interface) map[string]bool {
+	list, err := dyn.Resource(karpenterNodePools).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	quiet := map[string]bool{}
+	for _, it := range list.Items {
+		if importer.KarpenterDisruptionOff(it.Object) {
+			quiet[it.GetName()] = true
+		}
+	}
+	return quiet
 }

@@ -71,7 +71,15 @@ const (
 // cluster-autoscaler's where sluice consolidates and the node does not opt
 // out of it).
 func Coexistence(pools []v1alpha1.NodePool, nodes []corev1.Node, pods []corev1.Pod) []doctor.Finding {
-	byPool := tallyNodes(pools, nodes, clusterAutoscalerRuns(pods))
+	return CoexistenceWith(pools, nodes, pods, nil)
+}
+
+// CoexistenceWith is Coexistence knowing which Karpenter NodePools have their
+// disruption turned off (quiet, by name: every budget 0 and no expiry, as
+// docs/import.md's migration asks): their nodes in a sluice pool are sluice's
+// alone to disrupt, and are not reported.
+func CoexistenceWith(pools []v1alpha1.NodePool, nodes []corev1.Node, pods []corev1.Pod, quiet map[string]bool) []doctor.Finding {
+	byPool := tallyNodes(pools, nodes, clusterAutoscalerRuns(pods), quiet)
 	var out []doctor.Finding
 	for i := range pools {
 		t := byPool[pools[i].Name]
@@ -89,7 +97,7 @@ type tally struct{ late, karpenter, caExposed, caTainted []string }
 // tallyNodes notes, per pool, its nodes that registered late, that
 // Karpenter launched, and that cluster-autoscaler is removing or (when it
 // runs, ca) may remove.
-func tallyNodes(pools []v1alpha1.NodePool, nodes []corev1.Node, ca bool) map[string]*tally {
+func tallyNodes(pools []v1alpha1.NodePool, nodes []corev1.Node, ca bool, karpenterQuiet map[string]bool) map[string]*tally {
 	m := NewMatcher(pools)
 	byPool := map[string]*tally{}
 	for i := range nodes {
@@ -106,7 +114,7 @@ func tallyNodes(pools []v1alpha1.NodePool, nodes []corev1.Node, ca bool) map[str
 		if a, ok := provider.Registered(n); ok && a.Late {
 			t.late = append(t.late, n.Name)
 		}
-		if n.Labels[labelKarpenterNodePool] != "" || n.Labels[labelKarpenterLegacy] != "" {
+		if kp := n.Labels[labelKarpenterNodePool]; (kp != "" && !karpenterQuiet[kp]) || n.Labels[labelKarpenterLegacy] != "" {
 			t.karpenter = append(t.karpenter, n.Name)
 		}
 		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == taintCAToBeDeleted || t.Key == taintCADeletionCand }) {
@@ -140,7 +148,7 @@ func (t *tally) findings(p *v1alpha1.NodePool) []doctor.Finding {
 	if len(t.karpenter) > 0 {
 		warn(CodeKarpenterNodes, fmt.Sprintf("Karpenter manages %d of the pool's nodes (%s): it drifts, expires and consolidates them by its own budgets, which sluice's do not limit",
 			len(t.karpenter), names(t.karpenter)),
-			"select only nodes Karpenter does not launch (a nodeSelector that excludes karpenter.sh/nodepool), or leave them to Karpenter")
+			"turn Karpenter's disruption off on its NodePool (budgets [{nodes: \"0\"}] and expireAfter: Never, docs/import.md), select only nodes Karpenter does not launch (a nodeSelector that excludes karpenter.sh/nodepool), or leave them to Karpenter")
 	}
 	if len(t.caTainted) > 0 {
 		warn(CodeClusterAutoscaler, fmt.Sprintf("cluster-autoscaler is removing or considering %d of the pool's nodes (%s, tainted %s or %s): it drains outside sluice's budgets",

@@ -32,6 +32,7 @@ func TestCoexistence(t *testing.T) {
 	}
 	onTime := func(n *corev1.Node) { n.Annotations[contract.AnnotationRegistered] = `{"at":"2026-11-27T12:00:00Z"}` }
 	karpenter := func(n *corev1.Node) { n.Labels["karpenter.sh/nodepool"] = "default" }
+	quietPool := func(n *corev1.Node) { n.Labels["karpenter.sh/nodepool"] = "quiet" }
 	optedOut := func(n *corev1.Node) { n.Annotations[provider.AnnotationScaleDownDisabled] = "true" }
 	caTaint := func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "DeletionCandidateOfClusterAutoscaler", Value: "1764244800", Effect: corev1.TaintEffectPreferNoSchedule})
@@ -58,6 +59,8 @@ func TestCoexistence(t *testing.T) {
 			[]corev1.Node{node("n1", "a", late)}, nil, []string{"RegisteredLate a: instance template"}},
 		{"Karpenter's nodes in a pool", []v1alpha1.NodePool{pool("a", v1alpha1.ProviderNone, v1alpha1.Never)},
 			[]corev1.Node{node("n1", "a", karpenter)}, nil, []string{"KarpenterNodes a: karpenter.sh/nodepool"}},
+		{"Karpenter's nodes in a pool, its disruption off", []v1alpha1.NodePool{pool("a", v1alpha1.ProviderNone, v1alpha1.Never)},
+			[]corev1.Node{node("n1", "a", karpenter, quietPool)}, nil, nil},
 		{"cluster-autoscaler runs beside a pool sluice consolidates", []v1alpha1.NodePool{pool("a", v1alpha1.ProviderKwok, "30s")},
 			[]corev1.Node{node("n1", "a"), node("n2", "a", optedOut)}, []corev1.Pod{ca}, []string{"ClusterAutoscaler a: scale-down-disabled"}},
 		{"cluster-autoscaler runs, sluice does not consolidate", []v1alpha1.NodePool{pool("a", v1alpha1.ProviderKwok, v1alpha1.Never)},
@@ -73,7 +76,7 @@ func TestCoexistence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Coexistence(tt.pools, tt.nodes, tt.pods)
+			got := CoexistenceWith(tt.pools, tt.nodes, tt.pods, map[string]bool{"quiet": true})
 			if len(got) != len(tt.want) {
 				t.Fatalf("findings %+v, want %v", got, tt.want)
 			}
