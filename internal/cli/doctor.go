@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
@@ -73,6 +74,27 @@ Exit status: 0 no errors, 3 at least one error (a drain would hang or lose data)
 	return cmd
 }
 
+// doctorChunk is the pods a page of doctor's list holds: kubectl's
+// --chunk-size default.
+const doctorChunk = 500
+
+// allPods lists every pod of the cluster in pages of chunk.
+func allPods(ctx context.Context, c kubernetes.Interface, chunk int64) (*corev1.PodList, error) {
+	all := &corev1.PodList{}
+	opts := metav1.ListOptions{Limit: chunk}
+	for {
+		page, err := c.CoreV1().Pods("").List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		all.Items = append(all.Items, page.Items...)
+		if page.Continue == "" {
+			return all, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
 func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selector string, targets []string, format outputFormat, stuckAfter time.Duration) error {
 	c, cfg, err := flags.Client(ctx)
 	if err != nil {
@@ -96,7 +118,9 @@ func runDoctor(ctx context.Context, out io.Writer, flags kube.ClientFlags, selec
 			return fmt.Errorf("node %s not found", t)
 		}
 	}
-	pods, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	// In pages, as kubectl lists: each page a request of its own, within
+	// --request-timeout, where one list of 150,000 pods was not.
+	pods, err := allPods(ctx, c, doctorChunk)
 	if err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
