@@ -90,7 +90,7 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		pool := benchPool("scale", budgetPct, boot)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		w := watchRollout(ctx, b, clientset, pool.Name)
+		w := watchRollout(ctx, b, clientset, pool.Name, markedBySluice)
 		counter := newReadyCounter(ctx, clientset)
 
 		// The pool's nodes, made by a kwok provider of the benchmark's own
@@ -176,7 +176,7 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		}
 		finished := true
 		deadline := start.Add(30 * time.Minute)
-		for !w.rolledTo("img-2", nodes) {
+		for !w.rolledTo(onImage("img-2"), nodes) {
 			c.mustRun(b, "during the drift")
 			if time.Now().After(deadline) {
 				finished = false
@@ -295,10 +295,11 @@ func spreadNodes(names []string, n int) []string {
 }
 
 // rolloutWatch follows a pool's nodes from one watch: which were there when
-// the rollout started (old), when each old one got sluice's disruption
-// record and when its Node went, and the most old nodes out of service at
-// once.
+// the rollout started (old), when each old one was chosen (chosen: for
+// sluice, its disruption record) and when its Node went, and the most old
+// nodes out of service at once (chosen, cordoned or being deleted).
 type rolloutWatch struct {
+	chosen   func(*corev1.Node) bool
 	mu       sync.Mutex
 	store    cache.Store
 	started  bool
@@ -309,9 +310,9 @@ type rolloutWatch struct {
 	maxOut   int
 }
 
-func watchRollout(ctx context.Context, b *testing.B, clientset kubernetes.Interface, pool string) *rolloutWatch {
+func watchRollout(ctx context.Context, b *testing.B, clientset kubernetes.Interface, pool string, chosen func(*corev1.Node) bool) *rolloutWatch {
 	b.Helper()
-	w := &rolloutWatch{old: map[string]bool{}, markedAt: map[string]time.Time{}, goneAt: map[string]time.Time{}, out: map[string]bool{}}
+	w := &rolloutWatch{chosen: chosen, old: map[string]bool{}, markedAt: map[string]time.Time{}, goneAt: map[string]time.Time{}, out: map[string]bool{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(clientset, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = "bench.sluice.dev/pool=" + pool
 	}))
@@ -350,7 +351,7 @@ func (w *rolloutWatch) observe(obj any, deleted bool) {
 		delete(w.out, n.Name)
 		return
 	}
-	_, marked := n.Annotations[contract.AnnotationDisruption]
+	marked := w.chosen(n)
 	if _, seen := w.markedAt[n.Name]; marked && !seen {
 		w.markedAt[n.Name] = now
 	}
@@ -392,9 +393,20 @@ func (w *rolloutWatch) readyUntainted() int {
 	return ready
 }
 
-// rolledTo says whether the pool is nodes nodes, every one new, Ready and on
-// image.
-func (w *rolloutWatch) rolledTo(image string, nodes int) bool {
+// markedBySluice says whether sluice chose the node: its disruption record.
+func markedBySluice(n *corev1.Node) bool {
+	_, marked := n.Annotations[contract.AnnotationDisruption]
+	return marked
+}
+
+// onImage says whether sluice's provider made the node on image.
+func onImage(image string) func(*corev1.Node) bool {
+	return func(n *corev1.Node) bool { return n.Annotations[contract.AnnotationImage] == image }
+}
+
+// rolledTo says whether the pool is nodes nodes, every one new, Ready and
+// fresh.
+func (w *rolloutWatch) rolledTo(fresh func(*corev1.Node) bool, nodes int) bool {
 	all := w.store.List()
 	if len(all) != nodes {
 		return false
@@ -403,7 +415,7 @@ func (w *rolloutWatch) rolledTo(image string, nodes int) bool {
 	defer w.mu.Unlock()
 	for _, obj := range all {
 		n := obj.(*corev1.Node)
-		if w.old[n.Name] || n.Annotations[contract.AnnotationImage] != image || !nodeReady(n) {
+		if w.old[n.Name] || !fresh(n) || !nodeReady(n) {
 			return false
 		}
 	}

@@ -69,6 +69,8 @@ const (
 	driftScaleIdleWrites
 	driftScaleIdleReads
 	driftScaleAudit
+	driftSideRatio
+	driftSideVersus
 	figures // how many there are; not a figure
 )
 
@@ -260,6 +262,13 @@ var benchTargets = [figures]benchTarget{
 		dir: atMost, threshold: 1, unit: "reads/s"},
 	driftScaleAudit: {bench: "BenchmarkDriftAtScale", name: "drift at scale: promises the auditor saw broken",
 		dir: atMost, threshold: 0, unit: "violations"},
+	// BenchmarkDriftVersusKarpenter (issue 38: "drift beside Karpenter ...
+	// side by side"); the bound is the drift at scale's, and sluice is to
+	// be no slower than Karpenter.
+	driftSideRatio: {bench: "BenchmarkDriftVersusKarpenter", name: "drift side by side: sluice's wall time over its lower bound",
+		dir: atMost, threshold: 1.5, unit: "×", tolerance: 0.15, best: "1×, ceil(200/20) rounds × (5s boot + 3s exit)"},
+	driftSideVersus: {bench: "BenchmarkDriftVersusKarpenter", name: "drift side by side: sluice's time to turn the pool over, over Karpenter's",
+		dir: atMost, threshold: 1, unit: "×", tolerance: 0.15},
 }
 
 // limit is the threshold moved by the tolerance, the last value that passes.
