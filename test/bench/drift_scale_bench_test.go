@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -142,7 +143,7 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		// The sandbox's ceiling, on a budget's worth of the pool's nodes,
 		// before the controller runs; then the cluster settles again.
 		stepStart = time.Now()
-		waitCalm(b, 3*time.Minute)
+		waitCalm(b, time.Minute)
 		ceilNodes := spreadNodes(w.names(), budget)
 		ceil := measureCeiling(b, &scaleCluster{sb: sb, client: clientset, ns: ns}, ceilNodes)
 		for _, n := range ceilNodes {
@@ -157,7 +158,7 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		c := startControllerProcess(b, bin, sb.Kubeconfig(), "--providers", "kwok")
 		c.waitQueuesEmpty(b, 5*time.Minute)
 		idle := c.idle(b, 10*time.Second, idleWindow)
-		waitCalm(b, 3*time.Minute)
+		waitCalm(b, 2*time.Minute)
 
 		a, err := audit.Start(ctx, sb.RESTConfig(), func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "auditor: "+format+"\n", args...)
@@ -239,6 +240,7 @@ func BenchmarkDriftAtScale(b *testing.B) {
 			{"setup", setup, ""},
 			{"machine load (1, 5, 15 min) at the edit / at the end", loadDrift + " / " + loadEnd, ""},
 		})
+		slowestSlots(w, budget, 8, start, c)
 		if sum.Violations() > 0 || os.Getenv("SLUICE_BENCH_AUDIT") != "" {
 			fmt.Printf("\nauditor:\n%s\n", sum)
 		}
@@ -432,21 +434,65 @@ func (w *rolloutWatch) mostOut() int {
 // marked, and returns the time between them, sorted (see
 // BenchmarkDriftAtScale).
 func (w *rolloutWatch) slotToMark(budget int) []time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var marks, gone []time.Time
-	for _, t := range w.markedAt {
-		marks = append(marks, t)
-	}
-	for _, t := range w.goneAt {
-		gone = append(gone, t)
-	}
-	slices.SortFunc(marks, time.Time.Compare)
-	slices.SortFunc(gone, time.Time.Compare)
 	var out []time.Duration
-	for k := 0; budget+k < len(marks) && k < len(gone); k++ {
-		out = append(out, marks[budget+k].Sub(gone[k]))
+	for _, s := range w.slotPairs(budget) {
+		out = append(out, s.wait)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// slot is one freed slot and the mark that took it.
+type slot struct {
+	gone, marked     string
+	goneAt, markedAt time.Time
+	wait             time.Duration
+}
+
+// slotPairs are the slots slotToMark measures, slowest first.
+func (w *rolloutWatch) slotPairs(budget int) []slot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	type at struct {
+		node string
+		t    time.Time
+	}
+	var marks, gone []at
+	for n, t := range w.markedAt {
+		marks = append(marks, at{n, t})
+	}
+	for n, t := range w.goneAt {
+		gone = append(gone, at{n, t})
+	}
+	byTime := func(a, b at) int { return a.t.Compare(b.t) }
+	slices.SortFunc(marks, byTime)
+	slices.SortFunc(gone, byTime)
+	var out []slot
+	for k := 0; budget+k < len(marks) && k < len(gone); k++ {
+		m := marks[budget+k]
+		out = append(out, slot{gone: gone[k].node, goneAt: gone[k].t, marked: m.node, markedAt: m.t, wait: m.t.Sub(gone[k].t)})
+	}
+	slices.SortFunc(out, func(a, b slot) int { return cmp.Compare(b.wait, a.wait) })
+	return out
+}
+
+// slowestSlots prints the n slowest slots, times from start, and saves the
+// controller's log to a file for reading them beside it.
+func slowestSlots(w *rolloutWatch, budget, n int, start time.Time, c *controllerProcess) {
+	pairs := w.slotPairs(budget)
+	fmt.Printf("\nslowest slots (times from the edit; UTC wall clock in brackets):\n")
+	for _, s := range pairs[:min(n, len(pairs))] {
+		fmt.Printf("  %s gone at +%.3fs [%s] -> %s marked at +%.3fs [%s]: %s\n", s.gone, s.goneAt.Sub(start).Seconds(), s.goneAt.UTC().Format("15:04:05.000"),
+			s.marked, s.markedAt.Sub(start).Seconds(), s.markedAt.UTC().Format("15:04:05.000"), s.wait.Round(time.Millisecond))
+	}
+	if c == nil {
+		return
+	}
+	f, err := os.CreateTemp("", "sluice-drift-controller-*.log")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(c.out.String())
+	fmt.Printf("the controller's log: %s\n", f.Name())
 }

@@ -407,11 +407,11 @@ type karpenterSide struct {
 	// manifest is the KWOKNodeClass and NodePool applied at start; empty:
 	// the consolidation scene's, consolidation off.
 	manifest string
-	sb   *sandbox.Sandbox
-	kctl string
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
+	sb       *sandbox.Sandbox
+	kctl     string
+	cmd      *exec.Cmd
+	out      *lockedBuffer
+	done     chan struct{}
 }
 
 func (k *karpenterSide) name() string { return "Karpenter v1.14.1 (kwok)" }
