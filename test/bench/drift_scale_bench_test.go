@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,7 +156,7 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		waitBudgetsSettled(b, clientset, ns, apps, 10*time.Minute)
 		ceilingStep := time.Since(stepStart)
 
-		c := startControllerProcess(b, bin, sb.Kubeconfig(), "--providers", "kwok")
+		c := startControllerProcess(b, bin, sb.Kubeconfig(), "--providers", "kwok", "--profiling")
 		c.waitQueuesEmpty(b, 5*time.Minute)
 		idle := c.idle(b, 10*time.Second, idleWindow)
 		waitCalm(b, 2*time.Minute)
@@ -169,6 +170,8 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		moving := podsOn(b, clientset, ns, w.start())
 		evictedBefore := evictionsByCode(b, clientset)["201"]
 		reqBefore := c.requests(b)
+		passSum, passCount := reconcileTime(b, c, "nodepool")
+		latBefore := apiserverLatency(b, clientset)
 		loadDrift := loadavg()
 		start := time.Now()
 		patch := []byte(`{"spec":{"template":{"image":"img-2"}}}`)
@@ -189,6 +192,8 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		wall := time.Since(start)
 		loadEnd := loadavg()
 		reqs := c.requests(b).minus(reqBefore)
+		passSum2, passCount2 := reconcileTime(b, c, "nodepool")
+		lat := apiserverLatency(b, clientset).minus(latBefore)
 		evicted := evictionsByCode(b, clientset)["201"] - evictedBefore
 		sum := a.Finish()
 
@@ -232,6 +237,8 @@ func BenchmarkDriftAtScale(b *testing.B) {
 			{"slot freed (old Node gone) -> next old node marked, p50 / p99", fmt.Sprintf("%s / %s (%d slots)", p50, p99, len(slots)), "p99 " + sc.want(driftScaleSlot)},
 			{"evictions (API server's count, 201)", fmt.Sprintf("%.0f", evicted), ""},
 			{"controller API requests during the drift", fmt.Sprintf("%.0f (%.0f reads, %.0f writes), %.1f per node", reqs.total(), reqs.reads(), reqs.writes(), reqs.total()/float64(nodes)), ""},
+			{"  the pool's passes during the drift (what one slot waits for)", fmt.Sprintf("%.0f passes, %.2fs each on average", passCount2-passCount, (passSum2-passSum)/max(passCount2-passCount, 1)), ""},
+			{"  the API server's mean latency during the drift", lat.String(), ""},
 			{"controller API writes, idle minute before", fmt.Sprintf("%.0f", idle.requests.writes()), sc.want(driftScaleIdleWrites)},
 			{"controller API reads, idle minute before", fmt.Sprintf("%.2f/s", idle.requests.reads()/idle.window.Seconds()), sc.want(driftScaleIdleReads)},
 			{"controller RSS idle / at the end", fmt.Sprintf("%d MiB / %d MiB", idle.mem.RSS>>20, c.memory(b).RSS>>20), ""},
@@ -255,6 +262,80 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		sc.add(driftScaleAudit, float64(sum.Violations()))
 	}
 	sc.judge()
+}
+
+// latencies are the API server's own request durations (sum and count of
+// apiserver_request_duration_seconds) for the requests a pool pass and a
+// drain make, by "VERB resource[/subresource]".
+type latencies map[string][2]float64
+
+var latencyKinds = []string{"PATCH nodes", "DELETE nodes", "GET nodes", "POST pods/eviction"}
+
+func apiserverLatency(b *testing.B, clientset kubernetes.Interface) latencies {
+	b.Helper()
+	raw, err := clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("reading the API server's metrics: %v", err)
+	}
+	out := latencies{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || (name != "apiserver_request_duration_seconds_sum" && name != "apiserver_request_duration_seconds_count") {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		var verb, resource, sub string
+		for _, m := range promLabel.FindAllStringSubmatch(labels, -1) {
+			switch m[1] {
+			case "verb":
+				verb = m[2]
+			case "resource":
+				resource = m[2]
+			case "subresource":
+				sub = m[2]
+			}
+		}
+		key := verb + " " + resource
+		if sub != "" {
+			key += "/" + sub
+		}
+		if !slices.Contains(latencyKinds, key) {
+			continue
+		}
+		e := out[key]
+		if strings.HasSuffix(name, "_sum") {
+			e[0] += v
+		} else {
+			e[1] += v
+		}
+		out[key] = e
+	}
+	return out
+}
+
+func (l latencies) minus(o latencies) latencies {
+	d := latencies{}
+	for k, v := range l {
+		d[k] = [2]float64{v[0] - o[k][0], v[1] - o[k][1]}
+	}
+	return d
+}
+
+func (l latencies) String() string {
+	var parts []string
+	for _, k := range latencyKinds {
+		if e := l[k]; e[1] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f ms (%.0f)", k, 1000*e[0]/e[1], e[1]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // auditChecked says how many acts each invariant the drift exercises was
