@@ -403,12 +403,15 @@ func (s *sluiceSide) stop()              { s.ctl.stop() }
 // karpenterSide is Karpenter's kwok provider, v1.14.1, with its own
 // NodePool and KWOKNodeClass.
 type karpenterSide struct {
-	dir  string
-	sb   *sandbox.Sandbox
-	kctl string
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{}
+	dir string
+	// manifest is the KWOKNodeClass and NodePool applied at start; empty:
+	// the consolidation scene's, consolidation off.
+	manifest string
+	sb       *sandbox.Sandbox
+	kctl     string
+	cmd      *exec.Cmd
+	out      *lockedBuffer
+	done     chan struct{}
 }
 
 func (k *karpenterSide) name() string { return "Karpenter v1.14.1 (kwok)" }
@@ -447,7 +450,11 @@ func (k *karpenterSide) start(b *testing.B, sb *sandbox.Sandbox, _ kubernetes.In
 	}
 	go func() { _ = k.cmd.Wait(); close(k.done) }()
 	b.Cleanup(k.stop)
-	kubectlApply(b, kubectl, sb, karpenterObjects([]string{sideStartType}))
+	manifest := k.manifest
+	if manifest == "" {
+		manifest = karpenterObjects([]string{sideStartType})
+	}
+	kubectlApply(b, kubectl, sb, manifest)
 }
 
 func (k *karpenterSide) ready(nodes []corev1.Node) bool {

@@ -63,6 +63,14 @@ const (
 	fleetDoctor
 	fleetStatus
 	fleetIdleWrites
+	driftScaleRatio
+	driftScaleOut
+	driftScaleSlot
+	driftScaleIdleWrites
+	driftScaleIdleReads
+	driftScaleAudit
+	driftSideRatio
+	driftSideVersus
 	figures // how many there are; not a figure
 )
 
@@ -237,6 +245,30 @@ var benchTargets = [figures]benchTarget{
 		dir: atMost, threshold: 2, unit: "s", tolerance: 0.15},
 	fleetIdleWrites: {bench: "BenchmarkFleet", name: "fleet, largest size: controller API writes in 20 s idle",
 		dir: atMost, threshold: 0, unit: "writes", best: "0"},
+	// BenchmarkDriftAtScale; issue 38 set each of these ("within 1.5× its
+	// lower bound ... with the auditor clean", "p99 ≤ 1 s", "idle writes 0
+	// and reads ≤ 1/s"); old nodes out at once is the budget, 10 % of
+	// 1,000.
+	driftScaleRatio: {bench: "BenchmarkDriftAtScale", name: "drift at scale: wall time over its lower bound",
+		dir: atMost, threshold: 1.5, unit: "×", tolerance: 0.15,
+		best: "1×, the larger of ceil(1000/100) rounds × (5s boot + 3s exit) and the pods to move over the sandbox's deletions a second"},
+	driftScaleOut: {bench: "BenchmarkDriftAtScale", name: "drift at scale: old nodes out of service at once, most",
+		dir: atMost, threshold: 100, unit: "nodes"},
+	driftScaleSlot: {bench: "BenchmarkDriftAtScale", name: "drift at scale: slot freed -> next node marked, p99",
+		dir: atMost, threshold: 1, unit: "s", tolerance: 0.15, best: "the controller's watch delay and one pool pass"},
+	driftScaleIdleWrites: {bench: "BenchmarkDriftAtScale", name: "drift at scale: controller API writes in an idle minute",
+		dir: atMost, threshold: 0, unit: "writes"},
+	driftScaleIdleReads: {bench: "BenchmarkDriftAtScale", name: "drift at scale: controller API reads while idle",
+		dir: atMost, threshold: 1, unit: "reads/s"},
+	driftScaleAudit: {bench: "BenchmarkDriftAtScale", name: "drift at scale: promises the auditor saw broken",
+		dir: atMost, threshold: 0, unit: "violations"},
+	// BenchmarkDriftVersusKarpenter (issue 38: "drift beside Karpenter ...
+	// side by side"); the bound is the drift at scale's, and sluice is to
+	// be no slower than Karpenter.
+	driftSideRatio: {bench: "BenchmarkDriftVersusKarpenter", name: "drift side by side: sluice's wall time over its lower bound",
+		dir: atMost, threshold: 1.5, unit: "×", tolerance: 0.15, best: "1×, ceil(200/20) rounds × (5s boot + 3s exit)"},
+	driftSideVersus: {bench: "BenchmarkDriftVersusKarpenter", name: "drift side by side: sluice's time to turn the pool over, over Karpenter's",
+		dir: atMost, threshold: 1, unit: "×", tolerance: 0.15},
 }
 
 // limit is the threshold moved by the tolerance, the last value that passes.
