@@ -138,7 +138,7 @@ func (c *Cluster) localFirst(pod *corev1.Pod, ns *nodeState, info *podInfo) int3
 		c.detail = map[string]int32{}
 		c.details = []string{""} // 0 is a pass
 	}
-	id := int32(len(c.details))
+	id := int32(len(c.details)) //nolint:gosec // G115: the failures a filter names are a handful of messages
 	c.details = append(c.details, d)
 	c.detail[d] = id
 	return id

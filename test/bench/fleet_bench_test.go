@@ -379,7 +379,9 @@ func printFleet(rs []fleetResult, sc *scorecard, loadStart string) {
 		row("consolidation pass, largest pool", want(fleetConsolidateLargest), func(r fleetResult) string {
 			return medianDuration(r.consolidateLargest.took).Round(time.Millisecond).String()
 		}),
-		row("  its CPU time", "", func(r fleetResult) string { return medianDuration(r.consolidateLargest.cpu).Round(time.Millisecond).String() }),
+		row("  its CPU time", "", func(r fleetResult) string {
+			return medianDuration(r.consolidateLargest.cpu).Round(time.Millisecond).String()
+		}),
 		row("  its plan against the cheapest packing", "", func(r fleetResult) string { return ratio(r.consolidateLargest) }),
 		row("consolidation pass, every pool", want(fleetConsolidateAll), func(r fleetResult) string { return medianDuration(r.whole.took).Round(time.Millisecond).String() }),
 		row("  their CPU time", "", func(r fleetResult) string { return medianDuration(r.whole.cpu).Round(time.Millisecond).String() }),
