@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // LabelAKSAgentPool is the label AKS puts on every node of an agent pool,
@@ -245,7 +246,7 @@ func mapAKSUpgrade(in *aksPool, fields map[string]any, out *v1alpha1.NodePool, r
 	case "":
 	case v1alpha1.UndrainableSchedule, v1alpha1.UndrainableCordon:
 		up.UndrainableNodeBehavior = b
-		rec.differs("upgradeSettings.undrainableNodeBehavior", "spec.upgrade.undrainableNodeBehavior", "the same behaviour; the node is labelled sluice.dev/upgrade-status (Blocked or Quarantined) instead of AKS's kubernetes.azure.com/upgrade-status")
+		rec.differs("upgradeSettings.undrainableNodeBehavior", "spec.upgrade.undrainableNodeBehavior", "the same behaviour; the node is labelled "+contract.LabelUpgradeStatus+" (Blocked or Quarantined) instead of AKS's kubernetes.azure.com/upgrade-status")
 	default:
 		return fmt.Errorf("upgradeSettings.undrainableNodeBehavior %q: AKS knows Schedule and Cordon", u.UndrainableNodeBehavior)
 	}

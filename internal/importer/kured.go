@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // KuredOptions say what kured's flags cannot: which pool the settings go to.
@@ -492,7 +493,7 @@ func (k *kuredFlags) agent(rec recorder, set func(string, any)) error {
 		if !b {
 			field += " (false)"
 		}
-		rec.mappedBecause(field, "(always)", "sluice always records a reboot on its node (maintenance.sluice.dev/reboot-required, sluice.dev/disruption)")
+		rec.mappedBecause(field, "(always)", "sluice always records a reboot on its node ("+contract.AnnotationRebootRequired+", "+contract.AnnotationDisruption+")")
 	}
 	return nil
 }
@@ -519,8 +520,8 @@ var kuredNotMapped = map[string]string{
 	"message-template-drain":       "sluice's webhook body is set by controller.webhook.template, over each Event",
 	"message-template-reboot":      "sluice's webhook body is set by controller.webhook.template, over each Event",
 	"message-template-uncordon":    "sluice's webhook body is set by controller.webhook.template, over each Event",
-	"pre-reboot-node-labels":       "sluice labels nothing around a reboot; its record is sluice.dev/disruption",
-	"post-reboot-node-labels":      "sluice labels nothing around a reboot; its record is sluice.dev/disruption",
+	"pre-reboot-node-labels":       "sluice labels nothing around a reboot; its record is " + contract.AnnotationDisruption,
+	"post-reboot-node-labels":      "sluice labels nothing around a reboot; its record is " + contract.AnnotationDisruption,
 	"metrics-host":                 "sluice's metrics are served by its controller and agent (controller.metricsPort, agent.metricsPort)",
 	"metrics-port":                 "sluice's metrics are served by its controller and agent (controller.metricsPort, agent.metricsPort)",
 	"node-id":                      "each agent reads its own node's name",

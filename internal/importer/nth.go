@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
 // nthKeyByFlag holds the flags and environment variables of
@@ -217,9 +219,9 @@ func (n *nthValues) events(rec recorder) {
 		n.offToo(rec, "cordonOnly", "sluice drains, as NTH does without it")
 	}
 	if n.mustBool("taintNode", false) {
-		rec.differs("taintNode", "(always)", "sluice always taints a node it drains for maintenance sluice.dev/maintenance=<event type>:PreferNoSchedule (the cordon keeps pods off); NTH's aws-node-termination-handler/* taint keys are not used")
+		rec.differs("taintNode", "(always)", "sluice always taints a node it drains for maintenance "+contract.TaintMaintenance+"=<event type>:PreferNoSchedule (the cordon keeps pods off); NTH's aws-node-termination-handler/* taint keys are not used")
 	} else if n.has("taintNode") {
-		rec.differs("taintNode (false)", "(always)", "sluice always taints a node it drains for maintenance sluice.dev/maintenance=<event type>:PreferNoSchedule, a hint for tools that keeps nothing off the node")
+		rec.differs("taintNode (false)", "(always)", "sluice always taints a node it drains for maintenance "+contract.TaintMaintenance+"=<event type>:PreferNoSchedule, a hint for tools that keeps nothing off the node")
 	}
 	if n.has("taintEffect") {
 		rec.notMapped("taintEffect", "sluice's maintenance taint is always PreferNoSchedule: NoSchedule would also keep off the DaemonSet pods that tolerate the cordon")
