@@ -507,13 +507,13 @@ func poolControllers(mgr manager.Manager, cfg *rest.Config, queue *termination.Q
 		return fmt.Errorf("setting up the NodePool controller: %w", err)
 	}
 	rc := registration.New(mgr.GetClient(), opts.Clock, machines, registration.Options{
-		DryRun: opts.DryRun, Recorder: recorder, Registry: opts.Registry, Log: opts.Log.With("component", "registration"),
+		DryRun: opts.DryRun, Recorder: recorder, Registry: opts.Registry, Log: opts.Log.With("component", "registration"), Live: mgr.GetAPIReader(),
 	})
 	if err := rc.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the node registration controller: %w", err)
 	}
 	dc := deletion.NewController(mgr.GetClient(), opts.Clock, queue, machines, deletion.Options{
-		DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "deletion"),
+		DryRun: opts.DryRun, Recorder: recorder, Log: opts.Log.With("component", "deletion"), Live: mgr.GetAPIReader(),
 	})
 	if err := dc.SetupWithManager(mgr, opts.Workers); err != nil {
 		return fmt.Errorf("setting up the node deletion controller: %w", err)

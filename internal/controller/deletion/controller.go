@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -72,6 +73,9 @@ type Options struct {
 	// Retry is how long a drain that ended with pods left waits before it
 	// is tried again; default 15 s.
 	Retry time.Duration
+	// Live reads a node from the API server when a write found the cache's
+	// copy stale; nil leaves the retry to the workqueue.
+	Live client.Reader
 }
 
 // Controller reconciles nodes of provider-backed pools.
@@ -444,19 +448,37 @@ func (c *Controller) setFinalizer(ctx context.Context, node *corev1.Node, on boo
 	if c.opts.DryRun {
 		return nil
 	}
-	orig := node.DeepCopy()
-	changed := false
-	if on {
-		changed = controllerutil.AddFinalizer(node, contract.FinalizerTermination)
-	} else {
-		changed = controllerutil.RemoveFinalizer(node, contract.FinalizerTermination)
+	attempts := retry.DefaultRetry
+	if c.opts.Live == nil {
+		attempts.Steps = 1 // the node below was changed in place: no second try from it
 	}
-	if !changed {
-		return nil
-	}
-	// The finalizer list is replaced whole by a merge patch: the lock keeps
-	// another writer's finalizer from being lost.
-	err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice"))
+	err := retry.RetryOnConflict(attempts, func() error {
+		orig := node.DeepCopy()
+		changed := false
+		if on {
+			changed = controllerutil.AddFinalizer(node, contract.FinalizerTermination)
+		} else {
+			changed = controllerutil.RemoveFinalizer(node, contract.FinalizerTermination)
+		}
+		if !changed {
+			return nil
+		}
+		// The finalizer list is replaced whole by a merge patch: the lock
+		// keeps another writer's finalizer from being lost.
+		err := c.kube.Patch(ctx, node, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice"))
+		if !apierrors.IsConflict(err) || c.opts.Live == nil {
+			return err
+		}
+		// The cache lagged the node (its kubelet's heartbeats change it
+		// every few seconds): read it live and try again, rather than wait
+		// out the workqueue's backoff with a drained node.
+		fresh := &corev1.Node{}
+		if gerr := c.opts.Live.Get(ctx, client.ObjectKeyFromObject(node), fresh); gerr != nil {
+			return gerr
+		}
+		*node = *fresh
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -307,6 +307,7 @@ func (c *Controller) allPools(ctx context.Context, _ client.Object) []reconcile.
 // Reconcile observes one pool, replaces what its budgets allow, and writes
 // its status.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ctx = withPassWindow(ctx)
 	pool := &v1alpha1.NodePool{}
 	if err := c.kube.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {

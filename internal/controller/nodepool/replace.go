@@ -35,9 +35,13 @@ const launchingRecheck = 5 * time.Second
 // each one's replacement. It returns how long until it wants to look again.
 func (c *Controller) replaceFirst(ctx context.Context, pool *v1alpha1.NodePool, v *view, reason v1alpha1.DisruptionReason, l *ledger, now time.Time) (time.Duration, error) {
 	var (
-		wait time.Duration
-		errs []error
+		wait   time.Duration
+		errs   []error
+		chosen []disruption.Candidate
 	)
+	// Choose first, one by one within the budgets; then write, several at
+	// once. Each chosen node counts from its choice, so the writes in flight
+	// never spend more than the budget allows.
 	for _, cand := range v.Candidates {
 		if cand.Reason != reason {
 			continue // another method's
@@ -52,7 +56,7 @@ func (c *Controller) replaceFirst(ctx context.Context, pool *v1alpha1.NodePool, 
 		}
 		a, err := v.AllowedAfter(cand.Reason, l.disrupting-v.Disrupting, now)
 		if err != nil {
-			return wait, err
+			return wait, errors.Join(append(errs, err)...)
 		}
 		if a.Nodes < 1 {
 			break // the budget for this reason is spent; the next method's may not be
@@ -63,18 +67,37 @@ func (c *Controller) replaceFirst(ctx context.Context, pool *v1alpha1.NodePool, 
 			l.halted = true
 			break
 		}
-		stop, next, err := chosenOutcome(c.choose(ctx, pool, cand, now))
-		errs = appendErr(errs, err)
-		if stop {
-			l.halted = true
-			break
-		}
-		if next {
-			continue
-		}
+		chosen = append(chosen, cand)
 		l.disrupting++
 		l.pending++
-		wait = launchingRecheck
+	}
+	done := slowStart(ctx, len(chosen), func(ctx context.Context, i int) error {
+		return c.choose(ctx, pool, chosen[i], now)
+	}, func(err error) bool {
+		stop, _, _ := chosenOutcome(err)
+		return stop
+	})
+	for _, o := range done {
+		if !o.started {
+			// Left for the next pass: it no longer counts.
+			l.disrupting--
+			l.pending--
+			wait = sooner(wait, passResumes)
+			continue
+		}
+		stop, next, err := chosenOutcome(o.err)
+		errs = appendErr(errs, err)
+		if stop {
+			// Given back, or its outcome unknown (the mark, if written, is
+			// counted as unseen from the next pass on): no more this pass.
+			l.halted = true
+		}
+		if stop || next {
+			l.disrupting--
+			l.pending--
+			continue
+		}
+		wait = sooner(wait, launchingRecheck)
 	}
 	return wait, errors.Join(errs...)
 }
@@ -113,6 +136,7 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 		errs    []error
 	)
 	names, asked := map[string]bool{}, map[string]bool{}
+	var steps []func(context.Context) error
 	for _, n := range v.Nodes {
 		names[n.Name] = true
 		names[c.machines.MachineOf(pool, n)] = true
@@ -135,10 +159,7 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 			continue
 		}
 		if rec != nil && rec.Phase == disruption.PhaseRemoving && !c.opts.DryRun {
-			if err := c.remove(ctx, n); err != nil {
-				errs = append(errs, err)
-			}
-			wait = launchingRecheck
+			steps = append(steps, func(ctx context.Context) error { return c.remove(ctx, n) })
 			continue
 		}
 		if rec == nil || rec.Phase != disruption.PhaseLaunching {
@@ -150,10 +171,17 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 			}
 			asked[rec.Replacement] = true // one consolidation may name one replacement on several nodes
 		}
-		if err := c.advance(ctx, pool, n, rec, now); err != nil {
-			errs = append(errs, err)
+		steps = append(steps, func(ctx context.Context) error { return c.advance(ctx, pool, n, rec, now) })
+	}
+	// Each node's step stands alone (a delete, a check of its machine):
+	// they run side by side.
+	for _, o := range inParallel(ctx, len(steps), func(ctx context.Context, i int) error { return steps[i](ctx) }) {
+		if !o.started {
+			wait = sooner(wait, passResumes)
+			continue
 		}
-		wait = launchingRecheck
+		errs = appendErr(errs, o.err)
+		wait = sooner(wait, launchingRecheck)
 	}
 	return wait, pending, errs
 }

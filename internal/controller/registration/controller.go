@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -42,6 +43,9 @@ type Options struct {
 	Recorder record.EventRecorder
 	Registry prometheus.Registerer
 	Log      *slog.Logger
+	// Live reads a node from the API server when a write found the cache's
+	// copy stale; nil leaves the retry to the workqueue.
+	Live client.Reader
 }
 
 // Reconciler registers new Nodes. Build it with New.
@@ -171,7 +175,7 @@ func (r *Reconciler) register(ctx context.Context, cached *corev1.Node, pool *v1
 	}
 	// The optimistic lock keeps a taint someone else added meanwhile: the
 	// patch replaces the whole list.
-	if err := r.kube.Patch(ctx, n, client.MergeFromWithOptions(cached, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice")); err != nil {
+	if err := r.patch(ctx, cached, n, pool, image); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -189,6 +193,35 @@ func (r *Reconciler) register(ctx context.Context, cached *corev1.Node, pool *v1
 	registered.WithLabelValues(pool.Name, joined).Inc()
 	r.opts.Log.Info("node registered", "node", n.Name, "pool", pool.Name, "late", a.Late, "labels", len(a.Labels), "taints", len(a.Taints), "image", a.Image)
 	return nil
+}
+
+// patch writes the template applied to n (read as cached). The optimistic
+// lock keeps a taint someone else added meanwhile (the patch replaces the
+// whole list); when the cache lagged the node, which a new node's kubelet
+// changes every few seconds, it is read live and the template applied again,
+// rather than wait out the workqueue's backoff with a node no pod may use.
+func (r *Reconciler) patch(ctx context.Context, cached, n *corev1.Node, pool *v1alpha1.NodePool, image string) error {
+	attempts := retry.DefaultRetry
+	if r.opts.Live == nil {
+		attempts.Steps = 1
+	}
+	return retry.RetryOnConflict(attempts, func() error {
+		err := r.kube.Patch(ctx, n, client.MergeFromWithOptions(cached, client.MergeFromWithOptimisticLock{}), client.FieldOwner("sluice"))
+		if !apierrors.IsConflict(err) || r.opts.Live == nil {
+			return err
+		}
+		fresh := &corev1.Node{}
+		if gerr := r.opts.Live.Get(ctx, client.ObjectKeyFromObject(n), fresh); gerr != nil {
+			return gerr
+		}
+		if !fresh.DeletionTimestamp.IsZero() {
+			return nil
+		}
+		cached = fresh
+		n = fresh.DeepCopy()
+		provider.Apply(n, pool, image, r.clock.Now())
+		return err
+	})
 }
 
 func describe(a provider.Applied) string {
