@@ -214,7 +214,7 @@ func (a *Auditor) checkBudget(n *corev1.Node, pool *v1alpha1.NodePool, reason st
 		}
 		if outOfService(m) && (!replacements[m.Name] || nodeReady(m)) {
 			out++
-			names = append(names, m.Name)
+			names = append(names, m.Name+" "+whyOut(m))
 		}
 	}
 	var budgets []v1alpha1.Budget

@@ -208,6 +208,27 @@ func outOfService(n *corev1.Node) bool {
 	return n.Spec.Unschedulable || n.DeletionTimestamp != nil || marked || !nodeReady(n)
 }
 
+// whyOut says, in a word or two, why a node is out of service: the auditor's
+// breach names each node with it, so a breach caused by nodes falling
+// NotReady (a loaded sandbox's missed leases) is told from one the
+// controller's marks made.
+func whyOut(n *corev1.Node) string {
+	var why []string
+	if _, marked := n.Annotations[annotationRecord]; marked {
+		why = append(why, "marked")
+	}
+	if n.DeletionTimestamp != nil {
+		why = append(why, "deleting")
+	}
+	if n.Spec.Unschedulable {
+		why = append(why, "cordoned")
+	}
+	if !nodeReady(n) {
+		why = append(why, "NotReady")
+	}
+	return strings.Join(why, "+")
+}
+
 // exempt says whether a pod need not leave before its node goes: a
 // DaemonSet's pod, a mirror pod, or one that has finished.
 func exempt(p *corev1.Pod) bool {
