@@ -152,3 +152,35 @@ func readEveryNodeFits(c *Cluster, p *corev1.Pod) []string {
 	}
 	return out
 }
+
+// TestAPodsFactsAreKeptByUIDAndNode: a cluster keeps what it learnt of a pod
+// (infoOf) by the pod's UID and the node its spec names. The same pod,
+// bound to a node by name, fits only there; asked again with the name
+// cleared, as a drain's what-if asks, it fits anywhere: the kept facts of the
+// first must not answer for the second. Pods without a UID are read afresh.
+func TestAPodsFactsAreKeptByUIDAndNode(t *testing.T) {
+	nodes := fixture.AKSPool("alpha", 3, fixture.InstanceType("Standard_D4s_v5", "4", "16Gi"), fixture.MaxPods(8)).Nodes()
+	c := NewCluster(nodes, nil)
+	p := pod("web", fixture.Requests("100m", "128Mi"))
+	p.UID = "uid-web"
+	p.Spec.NodeName = nodes[2].Name
+	c.Cordon(nodes[0].Name)
+	if got := c.Fit(p); got != nodes[2].Name {
+		t.Fatalf("bound by name to %s: Fit chose %q", nodes[2].Name, got)
+	}
+	c.Remove(p.Namespace, p.Name)
+	again := *p
+	again.Spec.NodeName = ""
+	if got := c.Fit(&again); got != nodes[1].Name {
+		t.Fatalf("the same pod, unbound: Fit chose %q, want the first node that is not cordoned (%s)", got, nodes[1].Name)
+	}
+	if len(c.infos) != 2 {
+		t.Errorf("%d pods' facts kept, want 2 (one per UID and node name)", len(c.infos))
+	}
+	anonymous := pod("anon", fixture.Requests("100m", "128Mi"))
+	anonymous.Spec.NodeName = ""
+	c.Fit(anonymous)
+	if len(c.infos) != 2 {
+		t.Errorf("%d pods' facts kept after a pod without a UID, want still 2", len(c.infos))
+	}
+}
