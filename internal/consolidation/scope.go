@@ -24,6 +24,17 @@ import (
 // Topology spread counts only nodes the pod's selector selects (the
 // scheduler's default, nodeAffinityPolicy Honor): those are in the scope.
 func Scope(members, all []*corev1.Node, podsOn func(node string) ([]*corev1.Pod, error)) ([]*corev1.Node, []*corev1.Pod, error) {
+	return ScopeWith(members, all, podsOn, func(node string) (bool, error) {
+		on, err := podsOn(node)
+		return holdsInterPodTerms(on), err
+	})
+}
+
+// ScopeWith is Scope with the nodes holding a pod with required inter-pod
+// terms known from elsewhere (the controller keeps them as an index of its
+// pod cache): a pool's scope then reads the pods of its own nodes and of
+// those it reaches, not of every node in the cluster, once per pool.
+func ScopeWith(members, all []*corev1.Node, podsOn func(node string) ([]*corev1.Pod, error), holdsTerms func(node string) (bool, error)) ([]*corev1.Node, []*corev1.Pod, error) {
 	selectors, everywhere, err := reach(members, podsOn)
 	if err != nil {
 		return nil, nil, err
@@ -37,14 +48,21 @@ func Scope(members, all []*corev1.Node, podsOn func(node string) ([]*corev1.Pod,
 		pods  []*corev1.Pod
 	)
 	for _, n := range all {
+		in := everywhere || inPool[n.Name] || selectedByAny(n, selectors)
+		if !in {
+			if in, err = holdsTerms(n.Name); err != nil {
+				return nil, nil, err
+			}
+		}
+		if !in {
+			continue
+		}
 		on, err := podsOn(n.Name)
 		if err != nil {
 			return nil, nil, err
 		}
-		if everywhere || inPool[n.Name] || selectedByAny(n, selectors) || holdsInterPodTerms(on) {
-			nodes = append(nodes, n)
-			pods = append(pods, on...)
-		}
+		nodes = append(nodes, n)
+		pods = append(pods, on...)
 	}
 	return nodes, pods, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/simulate"
 )
 
 // scopeCluster is three pools of two D4s_v5 nodes, one per zone, each pool's pods
@@ -104,5 +105,39 @@ func TestScopeKeepsWhatAPassOverThePoolCanSee(t *testing.T) {
 	pods[0].Spec.NodeSelector = nil
 	if nodes, _, _ := Scope(members, all, podsOnFrom(pods)); len(nodes) != len(all) {
 		t.Fatalf("with a pod free to go anywhere the scope is %v, want every node", names(nodes))
+	}
+}
+
+// TestScopeWithAnIndexReadsOnlyTheNodesItKeeps: told which nodes hold
+// inter-pod terms (the controller's index), the scope is Scope's, and the
+// pods of a node out of it are never read.
+func TestScopeWithAnIndexReadsOnlyTheNodesItKeeps(t *testing.T) {
+	members, all, pods := scopeCluster()
+	want, wantPods, err := Scope(members, all, podsOnFrom(pods))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holding := map[string]bool{}
+	for _, p := range pods {
+		if simulate.HasRequiredPodAffinity(p) {
+			holding[p.Spec.NodeName] = true
+		}
+	}
+	read := map[string]bool{}
+	podsOn := func(node string) ([]*corev1.Pod, error) {
+		read[node] = true
+		return podsOnFrom(pods)(node)
+	}
+	got, gotPods, err := ScopeWith(members, all, podsOn, func(node string) (bool, error) { return holding[node], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names(got), names(want)) || len(gotPods) != len(wantPods) {
+		t.Fatalf("with the index: %v (%d pods), without: %v (%d pods)", names(got), len(gotPods), names(want), len(wantPods))
+	}
+	for _, n := range all {
+		if read[n.Name] && !slices.Contains(names(got), n.Name) {
+			t.Errorf("node %s is out of the scope, and its pods were read", n.Name)
+		}
 	}
 }

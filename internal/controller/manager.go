@@ -55,6 +55,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/timeline"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/drain"
+	"github.com/sluice-dev/sluice/pkg/simulate"
 )
 
 // Options configure the controller process.
@@ -201,8 +202,23 @@ func (noMachines) CheckTemplate(_ context.Context, pool *v1alpha1.NodePool) (str
 // setLogger hands controller-runtime sluice's logger once per process.
 var setLogger sync.Once
 
-// Index names in the shared pod informer.
-const podNodeIndex = "pod-node-name"
+// Index names in the shared pod informer: pods by spec.nodeName, and the
+// nodes holding a pod with required inter-pod affinity or anti-affinity
+// (whose terms reach past its node: consolidation.ScopeWith).
+const (
+	podNodeIndex  = "pod-node-name"
+	podTermsIndex = "pod-inter-pod-terms"
+)
+
+// podTermsIndexFunc indexes a bound pod with required inter-pod terms by its
+// node.
+func podTermsIndexFunc(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Spec.NodeName == "" || !simulate.HasRequiredPodAffinity(p) {
+		return nil, nil
+	}
+	return []string{p.Spec.NodeName}, nil
+}
 
 // New builds the manager; Start runs it.
 func New(cfg *rest.Config, opts Options) (manager.Manager, error) {
@@ -385,7 +401,7 @@ func sharedDrainState(mgr manager.Manager, maxInFlight int) (*drain.Shared, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := pods.AddIndexers(toolscache.Indexers{podNodeIndex: drain.PodNodeIndexFunc}); err != nil {
+	if err := pods.AddIndexers(toolscache.Indexers{podNodeIndex: drain.PodNodeIndexFunc, podTermsIndex: podTermsIndexFunc}); err != nil {
 		return nil, fmt.Errorf("indexing pods by node: %w", err)
 	}
 	pdbs, err := sharedIndexInformer(ctx, mgr, &policyv1.PodDisruptionBudget{})
@@ -500,6 +516,10 @@ func poolControllers(mgr manager.Manager, cfg *rest.Config, queue *termination.Q
 	}
 	pc := nodepool.NewController(mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, machines, nodepool.Options{
 		DryRun: opts.DryRun, RegistrationTimeout: opts.RegistrationTimeout, PodsOn: shared.PodsOn, LastChurn: churn.Last, Changes: changes.Seq,
+		HoldsPodTerms: func(node string) (bool, error) {
+			on, err := podInformer.GetIndexer().IndexKeys(podTermsIndex, node)
+			return len(on) > 0, err
+		},
 		ValidationDelay: opts.ConsolidationValidationDelay,
 		Queue:           queue, Recorder: recorder, Metrics: nodepool.NewMetrics(opts.Registry), Log: opts.Log.With("component", "nodepool"),
 	})

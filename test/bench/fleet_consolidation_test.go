@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/provider"
 	"github.com/sluice-dev/sluice/internal/provider/catalog"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
+	"github.com/sluice-dev/sluice/pkg/simulate"
 	"github.com/sluice-dev/sluice/test/bench/feed"
 )
 
@@ -33,7 +34,7 @@ type consolidationFigures struct {
 }
 
 // fleetConsolidation times a consolidation pass as the controller makes it
-// (consolidation.Scope, then Decide) over the largest pool and over every
+// (consolidation.ScopeWith, then Decide) over the largest pool and over every
 // pool in turn, on
 // the fleet's own objects with one change: each node may hold 110 pods (the
 // kubelet's default) instead of the pools' 30, so a node's pods could move
@@ -51,6 +52,15 @@ func fleetConsolidation(b *testing.B, srv *feed.Server, f *fleet) (largest, all 
 		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 	}
 	podsOn := func(node string) ([]*corev1.Pod, error) { return byNode[node], nil }
+	// The controller's index of the nodes holding inter-pod terms, which
+	// its informer keeps as pods come and go: built here before the clock.
+	holding := map[string]bool{}
+	for _, p := range pods {
+		if simulate.HasRequiredPodAffinity(p) {
+			holding[p.Spec.NodeName] = true
+		}
+	}
+	holdsTerms := func(node string) (bool, error) { return holding[node], nil }
 	now := time.Now()
 	decide := func(pool *v1alpha1.NodePool) *consolidation.Plan {
 		size := len(members[pool.Name])
@@ -60,7 +70,7 @@ func fleetConsolidation(b *testing.B, srv *feed.Server, f *fleet) (largest, all 
 		}
 		// What the controller hands a pass (consolidationInput): the part of
 		// the cluster the pool's pods can reach, and its namespaces' budgets.
-		scope, scoped, err := consolidation.Scope(members[pool.Name], nodes, podsOn)
+		scope, scoped, err := consolidation.ScopeWith(members[pool.Name], nodes, podsOn, holdsTerms)
 		if err != nil {
 			b.Fatal(err)
 		}

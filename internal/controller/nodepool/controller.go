@@ -80,6 +80,9 @@ type Options struct {
 	RegistrationTimeout time.Duration
 	// PodsOn lists the pods on a node (the shared cache's index).
 	PodsOn func(node string) ([]*corev1.Pod, error)
+	// HoldsPodTerms says whether a node holds a pod with required
+	// inter-pod terms (the shared cache's index); nil reads its pods.
+	HoldsPodTerms func(node string) (bool, error)
 	// LastChurn is when a pod last left a node (Churn.Last); nil counts
 	// only arrivals.
 	LastChurn func(node string) time.Time
