@@ -96,6 +96,9 @@ type record struct {
 	Reason      string `json:"reason"`
 	Phase       string `json:"phase"`
 	Replacement string `json:"replacement"`
+	// Since is when the controller chose the node: the moment its budget
+	// is judged at.
+	Since time.Time `json:"since"`
 }
 
 type deferred struct {

@@ -166,7 +166,7 @@ func (a *Auditor) recordAppeared(n *corev1.Node, rec *record, at int64) {
 	if pool == nil || !voluntary(rec.Reason) && rec.Reason != reasonDeleted {
 		return
 	}
-	a.checkBudget(n, pool, rec.Reason)
+	a.checkBudget(n, pool, rec.Reason, rec.Since)
 	if !voluntary(rec.Reason) {
 		return
 	}
@@ -192,8 +192,11 @@ func (a *Auditor) recordAppeared(n *corev1.Node, rec *record, at int64) {
 	})
 }
 
-// checkBudget counts the pool's nodes out of service with n just marked.
-func (a *Auditor) checkBudget(n *corev1.Node, pool *v1alpha1.NodePool, reason string) {
+// checkBudget counts the pool's nodes out of service with n just marked,
+// as of when the controller chose it (decided, its record's since): a node
+// that fell NotReady after that, which no controller could have seen,
+// counts for the marks that follow, not for this one (docs/pools.md).
+func (a *Auditor) checkBudget(n *corev1.Node, pool *v1alpha1.NodePool, reason string, decided time.Time) {
 	var members []*corev1.Node
 	for _, st := range a.nodes {
 		if st.goneRV == 0 && st.node != nil && a.poolOf(st.node) == pool {
@@ -212,7 +215,7 @@ func (a *Auditor) checkBudget(n *corev1.Node, pool *v1alpha1.NodePool, reason st
 		if !replacements[m.Name] {
 			size++
 		}
-		if outOfService(m) && (!replacements[m.Name] || nodeReady(m)) {
+		if outOfService(m) && (!replacements[m.Name] || nodeReady(m)) && !fellNotReadyAfter(m, decided) {
 			out++
 			names = append(names, m.Name+" "+whyOut(m))
 		}

@@ -208,6 +208,21 @@ func outOfService(n *corev1.Node) bool {
 	return n.Spec.Unschedulable || n.DeletionTimestamp != nil || marked || !nodeReady(n)
 }
 
+// fellNotReadyAfter says whether the node is out of service only for being
+// NotReady, and has been since after t (its Ready condition's last
+// transition, as the node lifecycle controller wrote it).
+func fellNotReadyAfter(n *corev1.Node, t time.Time) bool {
+	if _, marked := n.Annotations[annotationRecord]; marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil || t.IsZero() {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue && c.LastTransitionTime.After(t)
+		}
+	}
+	return false
+}
+
 // whyOut says, in a word or two, why a node is out of service: the auditor's
 // breach names each node with it, so a breach caused by nodes falling
 // NotReady (a loaded sandbox's missed leases) is told from one the

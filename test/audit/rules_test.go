@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -101,5 +102,42 @@ func TestProtected(t *testing.T) {
 		if got := protected(c.annotations, now.Add(-c.age), now) != ""; got != c.want {
 			t.Errorf("protected(%v, age %s) = %v, want %v", c.annotations, c.age, got, c.want)
 		}
+	}
+}
+
+// TestANodeThatFellNotReadyAfterTheChoiceIsNotCountedForIt: a budget is
+// judged as of the moment the controller chose (its record's since). A node
+// NotReady since before then counts; one that fell NotReady after does not,
+// unless something else (a mark, a cordon, a deletion) holds it too.
+func TestANodeThatFellNotReadyAfterTheChoiceIsNotCountedForIt(t *testing.T) {
+	chose := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	node := func(status corev1.ConditionStatus, at time.Time) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.NewTime(at)}}}}
+	}
+	cases := []struct {
+		name string
+		node *corev1.Node
+		want bool
+	}{
+		{"NotReady before the choice", node(corev1.ConditionFalse, chose.Add(-time.Second)), false},
+		{"NotReady after the choice", node(corev1.ConditionFalse, chose.Add(time.Second)), true},
+		{"Unknown after the choice", node(corev1.ConditionUnknown, chose.Add(time.Second)), true},
+		{"Ready", node(corev1.ConditionTrue, chose.Add(time.Second)), false},
+	}
+	cordoned := node(corev1.ConditionFalse, chose.Add(time.Second))
+	cordoned.Spec.Unschedulable = true
+	cases = append(cases, struct {
+		name string
+		node *corev1.Node
+		want bool
+	}{"cordoned too", cordoned, false})
+	for _, tc := range cases {
+		if got := fellNotReadyAfter(tc.node, chose); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if fellNotReadyAfter(node(corev1.ConditionFalse, chose.Add(time.Second)), time.Time{}) {
+		t.Error("a record without since judged against no moment: must count every NotReady node")
 	}
 }

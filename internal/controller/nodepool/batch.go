@@ -48,14 +48,14 @@ type outcome struct {
 }
 
 // slowStart carries out do(0..n-1) in batches of 1, 2, 4, ... up to
-// maxBatch at once, each batch only after the last has ended, as the
+// most at once, each batch only after the last has ended, as the
 // ReplicaSet controller creates pods: a provider that refuses (quota, a bad
 // template) is asked once, not a hundred times. stop says, from a write's
 // error, whether no further batch should start; a batch in flight finishes.
 // It returns each index's outcome.
-func slowStart(ctx context.Context, n int, do func(ctx context.Context, i int) error, stop func(error) bool) []outcome {
+func slowStart(ctx context.Context, n, most int, do func(ctx context.Context, i int) error, stop func(error) bool) []outcome {
 	out := make([]outcome, n)
-	for next, size := 0, 1; next < n; size = min(2*size, maxBatch) {
+	for next, size := 0, 1; next < n; size = min(2*size, most) {
 		if !windowOpen(ctx) || ctx.Err() != nil {
 			break
 		}
@@ -82,13 +82,13 @@ func slowStart(ctx context.Context, n int, do func(ctx context.Context, i int) e
 	return out
 }
 
-// inParallel carries out do(0..n-1), up to maxBatch at once, starting none
+// inParallel carries out do(0..n-1), up to most at once, starting none
 // once the pass's window has closed. For writes that stand alone (a replaced
 // node's delete, a replacement's check), where one's failure says nothing of
 // the next.
-func inParallel(ctx context.Context, n int, do func(ctx context.Context, i int) error) []outcome {
+func inParallel(ctx context.Context, n, most int, do func(ctx context.Context, i int) error) []outcome {
 	out := make([]outcome, n)
-	slots := make(chan struct{}, maxBatch)
+	slots := make(chan struct{}, most)
 	var wg sync.WaitGroup
 	for i := range n {
 		slots <- struct{}{}
@@ -105,4 +105,13 @@ func inParallel(ctx context.Context, n int, do func(ctx context.Context, i int) 
 	}
 	wg.Wait()
 	return out
+}
+
+// batch is the most writes a pass has in flight: one at a time under
+// --dry-run, whose plan lists what it would do in the order it chose.
+func (c *Controller) batch() int {
+	if c.opts.DryRun {
+		return 1
+	}
+	return maxBatch
 }

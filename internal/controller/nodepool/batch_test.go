@@ -34,7 +34,7 @@ func (b *batches) do(hold time.Duration, fail map[int]error) func(context.Contex
 
 func TestSlowStartDoublesUpToItsBatch(t *testing.T) {
 	var b batches
-	out := slowStart(context.Background(), 40, b.do(5*time.Millisecond, nil), func(err error) bool { return err != nil })
+	out := slowStart(context.Background(), 40, maxBatch, b.do(5*time.Millisecond, nil), func(err error) bool { return err != nil })
 	for i, o := range out {
 		if !o.started || o.err != nil {
 			t.Fatalf("write %d: %+v, want started and done", i, o)
@@ -54,7 +54,7 @@ func TestSlowStartDoublesUpToItsBatch(t *testing.T) {
 func TestSlowStartStopsAfterARefusal(t *testing.T) {
 	refused := errors.New("quota")
 	var b batches
-	out := slowStart(context.Background(), 40, b.do(0, map[int]error{0: refused}), func(err error) bool { return errors.Is(err, refused) })
+	out := slowStart(context.Background(), 40, maxBatch, b.do(0, map[int]error{0: refused}), func(err error) bool { return errors.Is(err, refused) })
 	if !out[0].started || !errors.Is(out[0].err, refused) {
 		t.Fatalf("first write %+v, want started and refused", out[0])
 	}
@@ -65,7 +65,7 @@ func TestSlowStartStopsAfterARefusal(t *testing.T) {
 	}
 	// A refusal in the second batch ends the run after that batch.
 	b = batches{}
-	out = slowStart(context.Background(), 40, b.do(0, map[int]error{2: refused}), func(err error) bool { return errors.Is(err, refused) })
+	out = slowStart(context.Background(), 40, maxBatch, b.do(0, map[int]error{2: refused}), func(err error) bool { return errors.Is(err, refused) })
 	started := 0
 	for _, o := range out {
 		if o.started {
@@ -79,7 +79,7 @@ func TestSlowStartStopsAfterARefusal(t *testing.T) {
 
 func TestInParallelBoundsItsWrites(t *testing.T) {
 	var b batches
-	out := inParallel(context.Background(), 50, b.do(5*time.Millisecond, map[int]error{7: errors.New("gone")}))
+	out := inParallel(context.Background(), 50, maxBatch, b.do(5*time.Millisecond, map[int]error{7: errors.New("gone")}))
 	if b.most > maxBatch || b.most < 2 {
 		t.Errorf("at most %d in flight, want 2..%d", b.most, maxBatch)
 	}
@@ -100,7 +100,7 @@ func TestAPassStartsNoWriteOnceItsWindowCloses(t *testing.T) {
 	defer cancel()
 	ctx = withPassWindow(ctx)
 	var n atomic.Int64
-	out := inParallel(ctx, 1000, func(context.Context, int) error {
+	out := inParallel(ctx, 1000, maxBatch, func(context.Context, int) error {
 		n.Add(1)
 		time.Sleep(50 * time.Millisecond)
 		return nil

@@ -71,7 +71,7 @@ func (c *Controller) replaceFirst(ctx context.Context, pool *v1alpha1.NodePool, 
 		l.disrupting++
 		l.pending++
 	}
-	done := slowStart(ctx, len(chosen), func(ctx context.Context, i int) error {
+	done := slowStart(ctx, len(chosen), c.batch(), func(ctx context.Context, i int) error {
 		return c.choose(ctx, pool, chosen[i], now)
 	}, func(err error) bool {
 		stop, _, _ := chosenOutcome(err)
@@ -175,7 +175,7 @@ func (c *Controller) advanceAll(ctx context.Context, pool *v1alpha1.NodePool, v 
 	}
 	// Each node's step stands alone (a delete, a check of its machine):
 	// they run side by side.
-	for _, o := range inParallel(ctx, len(steps), func(ctx context.Context, i int) error { return steps[i](ctx) }) {
+	for _, o := range inParallel(ctx, len(steps), c.batch(), func(ctx context.Context, i int) error { return steps[i](ctx) }) {
 		if !o.started {
 			wait = sooner(wait, passResumes)
 			continue
