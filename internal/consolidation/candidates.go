@@ -60,7 +60,8 @@ func (in *Input) candidates(podsOn map[string][]*corev1.Pod) ([]*candidate, []Bl
 
 // unavailable says why the node may not be consolidated whatever its pods
 // are: consolidation is off, the node is protected, out of service, or
-// changed too recently. nil when none holds.
+// changed too recently (consolidateAfter is judged at Input.QualifyBy). nil
+// when none holds.
 func (in *Input) unavailable(n *corev1.Node, pods []*corev1.Pod, replacements map[string]bool) *Blocker {
 	after, on := in.Pool.DisruptionSpec().ConsolidateAfterDuration()
 	if !on {
@@ -90,7 +91,7 @@ func (in *Input) unavailable(n *corev1.Node, pods []*corev1.Pod, replacements ma
 			since = p.CreationTimestamp.Time
 		}
 	}
-	if until := since.Add(after); in.Now.Before(until) {
+	if until := since.Add(after); in.qualifyBy().Before(until) {
 		return blocker(BlockedRecent, until, "the node was created or a pod came or went on it at %s; consolidateAfter is %s",
 			since.UTC().Format(time.RFC3339), after)
 	}
@@ -136,6 +137,15 @@ func (in *Input) weigh(n *corev1.Node, pods []*corev1.Pod) (*candidate, *Blocker
 		return nil, blocker(BlockedPDB, time.Time{}, "PodDisruptionBudget %s/%s allows no disruption now", pdb.Namespace, pdb.Name)
 	}
 	return c, nil
+}
+
+// qualifyBy is when a node's consolidateAfter must have run out: Input.QualifyBy,
+// or Now when that is unset or earlier.
+func (in *Input) qualifyBy() time.Time {
+	if in.QualifyBy.After(in.Now) {
+		return in.QualifyBy
+	}
+	return in.Now
 }
 
 func blocker(key BlockerKey, until time.Time, format string, args ...any) *Blocker {

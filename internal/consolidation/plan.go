@@ -38,6 +38,14 @@ type Input struct {
 	// disrupted now, per reason.
 	Allowed map[v1alpha1.DisruptionReason]int
 	Now     time.Time
+	// QualifyBy, when set (after Now), is when consolidateAfter must have
+	// run out for a node to count as a candidate; everything else is
+	// decided at Now. The controller's first look sets it to its second
+	// look's time: a command is only carried out when that second look,
+	// deciding at its own time, makes it again, so a node whose
+	// consolidateAfter ends in between need not wait one more validation
+	// delay. Zero is Now.
+	QualifyBy time.Time
 }
 
 // Plan is a pass's answer: the command to carry out (nil when there is

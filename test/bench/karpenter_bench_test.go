@@ -46,6 +46,10 @@ const (
 	sideCPU         = "1500m"
 	sideMemory      = "4Gi"
 	sideStartType   = "Standard_D8s_v5"
+	// sideAfter and sideBudget are both NodePools' consolidateAfter and
+	// budget (percent of the pool's nodes).
+	sideAfter  = 10 * time.Second
+	sideBudget = 10
 )
 
 // sideTypes are the sizes both consolidators may choose from, at the
@@ -122,6 +126,10 @@ type sideResult struct {
 	load            string
 	// audit is the auditor's table, printed when it saw a PDB floor broken.
 	audit string
+	// drains are the slowest drain of each round the side made (a node's
+	// drain: from its deletion to its going; a round: nodes whose drains
+	// overlap).
+	drains []time.Duration
 }
 
 func runSide(b *testing.B, s side) sideResult {
@@ -190,7 +198,7 @@ func runSide(b *testing.B, s side) sideResult {
 	r := sideResult{name: s.name(), nodes: len(final), converged: converged, settled: settled,
 		evictions: int(evictionsByCode(b, clientset)["201"] - evictedBefore), created: w.created(),
 		broken: sum.Row(audit.PDBFloor).Violated, load: loadavg(), audit: sum.String(), mustMove: mustMove,
-		planned: planned, layout: startLayout}
+		planned: planned, layout: startLayout, drains: w.roundDrains()}
 	count := map[string]int{}
 	for _, n := range final {
 		t := n.Labels[provider.LabelInstanceType]
@@ -294,10 +302,14 @@ type nodeChanges struct {
 	initial map[string]bool
 	added   map[string]bool
 	synced  bool
+	// deleting and gone are when each node was seen deleted (its drain
+	// begins) and gone.
+	deleting, gone map[string]time.Time
 }
 
 func watchNodeChanges(ctx context.Context, clientset kubernetes.Interface) *nodeChanges {
-	w := &nodeChanges{changed: time.Now(), initial: map[string]bool{}, added: map[string]bool{}}
+	w := &nodeChanges{changed: time.Now(), initial: map[string]bool{}, added: map[string]bool{},
+		deleting: map[string]time.Time{}, gone: map[string]time.Time{}}
 	factory := informers.NewSharedInformerFactory(clientset, 0)
 	inf := factory.Core().V1().Nodes().Informer()
 	touch := func() { w.changed = time.Now() }
@@ -322,11 +334,20 @@ func watchNodeChanges(ctx context.Context, clientset kubernetes.Interface) *node
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			touch()
+			if o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
+				w.deleting[n.Name] = w.changed
+			}
 		},
-		DeleteFunc: func(any) {
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			touch()
+			if n, ok := obj.(*corev1.Node); ok {
+				w.gone[n.Name] = w.changed
+			}
 		},
 	})
 	factory.Start(ctx.Done())
@@ -350,6 +371,47 @@ func (w *nodeChanges) last() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.changed
+}
+
+// roundDrains is the slowest drain of each round: the nodes that went,
+// ordered by their deletion, a round being the nodes whose drains overlap
+// (one that begins after every drain before it ended starts the next).
+func (w *nodeChanges) roundDrains() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	type drain struct{ from, to time.Time }
+	var ds []drain
+	for n, to := range w.gone {
+		from, ok := w.deleting[n]
+		if !ok {
+			from = to // deleted at once, no finalizer to drain it
+		}
+		ds = append(ds, drain{from, to})
+	}
+	slices.SortFunc(ds, func(a, b drain) int { return a.from.Compare(b.from) })
+	var out []time.Duration
+	var end time.Time
+	for _, d := range ds {
+		if len(out) == 0 || d.from.After(end) {
+			out = append(out, 0)
+		}
+		out[len(out)-1] = max(out[len(out)-1], d.to.Sub(d.from))
+		if d.to.After(end) {
+			end = d.to
+		}
+	}
+	return out
+}
+
+// roundsAllowed is the fewest rounds a budget of pct percent of the pool's
+// nodes (rounded up, of the pool as it shrinks) takes from start nodes to
+// end.
+func roundsAllowed(start, end, pct int) int {
+	rounds := 0
+	for n := start; n > end; rounds++ {
+		n -= (n*pct + 99) / 100
+	}
+	return rounds
 }
 
 func (w *nodeChanges) created() int {
@@ -378,7 +440,7 @@ func (s *sluiceSide) start(b *testing.B, sb *sandbox.Sandbox, clientset kubernet
 			NodeSelector: metav1.LabelSelector{MatchLabels: sidePool},
 			Provider:     v1alpha1.ProviderSpec{Name: v1alpha1.ProviderKwok, Kwok: &v1alpha1.KwokProviderSpec{BootDelay: &metav1.Duration{Duration: 5 * time.Second}}},
 			Template:     &v1alpha1.NodeTemplate{Labels: sidePool, InstanceTypes: sideTypes, Image: "img-1"},
-			Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: "10%"}},
+			Disruption: &v1alpha1.DisruptionSpec{Budgets: []v1alpha1.Budget{{Nodes: fmt.Sprintf("%d%%", sideBudget)}},
 				ConsolidationPolicy: v1alpha1.ConsolidateWhenEmptyOrUnderutilized, ConsolidateAfter: v1alpha1.Never},
 		},
 	}
@@ -394,7 +456,7 @@ func (s *sluiceSide) ready(nodes []corev1.Node) bool {
 
 func (s *sluiceSide) enable(b *testing.B) {
 	b.Helper()
-	kubectlPatch(b, s.kctl, s.sb, "nodepools.sluice.dev/"+s.pool.Name, `{"spec":{"disruption":{"consolidateAfter":"10s"}}}`)
+	kubectlPatch(b, s.kctl, s.sb, "nodepools.sluice.dev/"+s.pool.Name, fmt.Sprintf(`{"spec":{"disruption":{"consolidateAfter":%q}}}`, sideAfter))
 }
 
 func (s *sluiceSide) check(b *testing.B) { b.Helper(); s.ctl.mustRun(b, "during the consolidation") }
@@ -467,7 +529,7 @@ func (k *karpenterSide) ready(nodes []corev1.Node) bool {
 func (k *karpenterSide) enable(b *testing.B) {
 	b.Helper()
 	kubectlApply(b, k.kctl, k.sb, karpenterObjects(sideTypes))
-	kubectlPatch(b, k.kctl, k.sb, "nodepools.karpenter.sh/consolidate", `{"spec":{"disruption":{"consolidateAfter":"10s"}}}`)
+	kubectlPatch(b, k.kctl, k.sb, "nodepools.karpenter.sh/consolidate", fmt.Sprintf(`{"spec":{"disruption":{"consolidateAfter":%q}}}`, sideAfter))
 }
 
 func (k *karpenterSide) check(b *testing.B) {
@@ -529,8 +591,8 @@ spec:
     consolidationPolicy: WhenEmptyOrUnderutilized
     consolidateAfter: Never
     budgets:
-    - nodes: "10%%"
-`, strings.Join(labels, "\n"), strings.Join(quoted, ", "))
+    - nodes: "%d%%"
+`, strings.Join(labels, "\n"), strings.Join(quoted, ", "), sideBudget)
 }
 
 // karpenterInstanceTypes is the instance-types file of Karpenter's kwok
@@ -627,8 +689,24 @@ func reportSides(b *testing.B, sc *scorecard, rs []sideResult, loadStart string)
 		return r.converged.Round(time.Second).String()
 	}
 	pct := func(r sideResult) string { return fmt.Sprintf("%+.1f%%", 100*(r.cost-r.minimum)/r.minimum) }
-	fmt.Printf("\n# Consolidation side by side: %d %s nodes, %d pods (%s/%s) in %d Deployments with PDBs, scaled down by %d%%; consolidateAfter 10s, budget 10%%, types %s (load at start %s)\n",
-		sideNodes, sideStartType, sideNodes*sidePerNode, sideCPU, sideMemory, sideDeployments, sideScaleDown, strings.Join(sideTypes, ", "), loadStart)
+	// The lower bound: the rounds the budget allows down to the bin-packing
+	// minimum, each waiting consolidateAfter and a round's slowest drain
+	// (the median, over the rounds, of each round's slowest; the shorter of
+	// the two sides').
+	rounds := roundsAllowed(sideNodes, s.minimumNodes, sideBudget)
+	slowest := func(r sideResult) time.Duration {
+		if len(r.drains) == 0 {
+			return 0
+		}
+		return medianDuration(r.drains)
+	}
+	drain := min(slowest(s), slowest(k))
+	bound := time.Duration(rounds) * (sideAfter + drain)
+	overBound := func(r sideResult) string {
+		return fmt.Sprintf("%.2f× (%d rounds made, slowest drains %s)", r.converged.Seconds()/bound.Seconds(), len(r.drains), roundedDurations(r.drains))
+	}
+	fmt.Printf("\n# Consolidation side by side: %d %s nodes, %d pods (%s/%s) in %d Deployments with PDBs, scaled down by %d%%; consolidateAfter %s, budget %d%%, types %s (load at start %s)\n",
+		sideNodes, sideStartType, sideNodes*sidePerNode, sideCPU, sideMemory, sideDeployments, sideScaleDown, sideAfter, sideBudget, strings.Join(sideTypes, ", "), loadStart)
 	printTable("", [][]string{
 		{"figure", s.name, k.name, "target"},
 		{"nodes at the end", fmt.Sprint(s.nodes), fmt.Sprint(k.nodes), fmt.Sprintf("minimum %d", s.minimumNodes)},
@@ -636,6 +714,8 @@ func reportSides(b *testing.B, sc *scorecard, rs []sideResult, loadStart string)
 		{"hourly cost at the end", fmt.Sprintf("$%.3f", s.cost), fmt.Sprintf("$%.3f", k.cost), fmt.Sprintf("minimum $%.3f", s.minimum)},
 		{"above the bin-packing minimum", pct(s), pct(k), "sluice " + sc.want(sideAboveMinimum) + ", its cost over Karpenter's " + sc.want(sideCost)},
 		{"time to converge", conv(s), conv(k), "sluice's over Karpenter's " + sc.want(sideConverge)},
+		{"  lower bound: rounds × (consolidateAfter + slowest drain of a round)", fmt.Sprintf("%s = %d × (%s + %s)", bound.Round(time.Second), rounds, sideAfter, drain.Round(100*time.Millisecond)), "", ""},
+		{"  time to converge over the bound", overBound(s), overBound(k), "sluice " + sc.want(sideBound)},
 		{"evictions", fmt.Sprint(s.evictions), fmt.Sprint(k.evictions), "sluice's minus Karpenter's " + sc.want(sideEvictions)},
 		{"start after the scale-down, nodes by pods held", s.layout, k.layout, "the plan on both: " + s.planned},
 		{"  fewest possible, from where the scale-down left the pods", fmt.Sprint(s.mustMove), fmt.Sprint(k.mustMove), "the difference " + sc.want(sideFewest)},
@@ -647,6 +727,7 @@ func reportSides(b *testing.B, sc *scorecard, rs []sideResult, loadStart string)
 	sc.add(sideAboveMinimum, 100*(s.cost-s.minimum)/s.minimum)
 	sc.add(sideCost, s.cost/k.cost)
 	sc.add(sideConverge, s.converged.Seconds()/k.converged.Seconds())
+	sc.add(sideBound, s.converged.Seconds()/bound.Seconds())
 	sc.add(sideEvictions, float64(s.evictions-k.evictions))
 	sc.add(sideBeyondFewest, float64((s.evictions-s.mustMove)-(k.evictions-k.mustMove)))
 	sc.add(sideFewest, math.Abs(float64(s.mustMove-k.mustMove)))
@@ -656,4 +737,13 @@ func reportSides(b *testing.B, sc *scorecard, rs []sideResult, loadStart string)
 			fmt.Printf("\n%s: the auditor saw PDB floors broken:\n%s\n", r.name, r.audit)
 		}
 	}
+}
+
+// roundedDurations prints ds to a tenth of a second.
+func roundedDurations(ds []time.Duration) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(100 * time.Millisecond).String()
+	}
+	return strings.Join(out, " ")
 }

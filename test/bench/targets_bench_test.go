@@ -47,6 +47,7 @@ const (
 	sideAboveMinimum
 	sideCost
 	sideConverge
+	sideBound
 	sideEvictions
 	sideBeyondFewest
 	sideFewest
@@ -207,6 +208,10 @@ var benchTargets = [figures]benchTarget{
 	// "sluice < Karpenter": with the tolerance a tie passes.
 	sideConverge: {bench: "BenchmarkConsolidationVersusKarpenter", name: "side by side: sluice's time to converge over Karpenter's",
 		dir: atMost, threshold: 1, unit: "×", tolerance: 0.15},
+	// Issue 38: "sluice ≤ 1.5× that bound" (the rounds the budget allows ×
+	// (consolidateAfter + the slowest drain of a round)).
+	sideBound: {bench: "BenchmarkConsolidationVersusKarpenter", name: "side by side: sluice's time to converge over its lower bound",
+		dir: atMost, threshold: 1.5, unit: "×", tolerance: 0.15, best: "1×, the bound; about 1.2× with a 15 s validation delay longer than consolidateAfter"},
 	// "sluice < Karpenter": at least one eviction fewer.
 	sideEvictions: {bench: "BenchmarkConsolidationVersusKarpenter", name: "side by side: sluice's evictions minus Karpenter's",
 		dir: atMost, threshold: -1, unit: "evictions"},

@@ -62,7 +62,7 @@ func TestAQuietPassIsTrustedOnlyWhileNothingItReadChanged(t *testing.T) {
 	read := poolRead{disruption: &v1alpha1.DisruptionSpec{ConsolidateAfter: "30s"}, template: &v1alpha1.NodeTemplate{Image: "img-1"}}
 	in := passInputs{seq: 7, pool: read, allowed: allowed, now: now}
 	lapse := now.Add(90 * time.Second)
-	q := in.quietUntil(&consolidation.Plan{Blocked: []consolidation.Blocker{{Node: "a"}, {Node: "b", Until: lapse}, {Node: "c", Until: now.Add(time.Hour)}}})
+	q := in.quietUntil(&consolidation.Plan{Blocked: []consolidation.Blocker{{Node: "a"}, {Node: "b", Until: lapse}, {Node: "c", Until: now.Add(time.Hour)}}}, 15*time.Second)
 	later := func(d time.Duration, change func(*passInputs)) passInputs {
 		next := passInputs{seq: 7, pool: poolRead{disruption: &v1alpha1.DisruptionSpec{ConsolidateAfter: "30s"}, template: &v1alpha1.NodeTemplate{Image: "img-1"}}, allowed: map[v1alpha1.DisruptionReason]int{v1alpha1.ReasonUnderutilized: 2, v1alpha1.ReasonEmpty: 2}, now: now.Add(d)}
 		if change != nil {
@@ -91,8 +91,38 @@ func TestAQuietPassIsTrustedOnlyWhileNothingItReadChanged(t *testing.T) {
 			}
 		})
 	}
-	if q := in.quietUntil(&consolidation.Plan{}); !q.holds(later(quietRecheck-time.Second, nil)) || q.holds(later(quietRecheck, nil)) {
+	if q := in.quietUntil(&consolidation.Plan{}, 15*time.Second); !q.holds(later(quietRecheck-time.Second, nil)) || q.holds(later(quietRecheck, nil)) {
 		t.Fatalf("with no blocker lapsing, a quiet pass should be trusted for %s and no longer", quietRecheck)
+	}
+}
+
+// The passes a quiet pass stands in for are first looks, which count a node
+// as a candidate the validation delay before its consolidateAfter runs out
+// (consolidation.Input.QualifyBy): the quiet pass is trusted until then, not
+// until the blocker's own lapse. Other blockers (a do-not-disrupt's end) are
+// judged at the time a pass runs, and lapse when they say.
+func TestAQuietPassEndsWhenAFirstLookWouldQualifyANode(t *testing.T) {
+	const lookAhead = 15 * time.Second
+	now := time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC)
+	in := func(d time.Duration) passInputs { return passInputs{seq: 7, now: now.Add(d)} }
+	recent := consolidation.Blocker{Node: "a", Reason: consolidation.BlockedRecent, Until: now.Add(90 * time.Second)}
+	guarded := consolidation.Blocker{Node: "b", Reason: consolidation.BlockedDoNotDisrupt, Until: now.Add(60 * time.Second)}
+	tests := []struct {
+		name    string
+		blocked []consolidation.Blocker
+		trusted time.Duration // holds just before, not at
+	}{
+		{"consolidateAfter", []consolidation.Blocker{recent}, 75 * time.Second},
+		{"do-not-disrupt", []consolidation.Blocker{guarded}, 60 * time.Second},
+		{"both", []consolidation.Blocker{guarded, recent}, 60 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := in(0).quietUntil(&consolidation.Plan{Blocked: tt.blocked}, lookAhead)
+			if !q.holds(in(tt.trusted-time.Second)) || q.holds(in(tt.trusted)) {
+				t.Fatalf("the quiet pass is trusted until %s; want until %s", q.until.Sub(now), tt.trusted)
+			}
+		})
 	}
 }
 

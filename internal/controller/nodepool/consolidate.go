@@ -69,31 +69,27 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 	if err != nil {
 		return c.opts.PassInterval, err
 	}
-	start := c.clock.Now()
-	plan := consolidation.Decide(in)
-	c.opts.Metrics.pass(c.clock.Since(start))
+	plan, confirmed, moved := c.look(in, pending)
 	if !c.opts.DryRun {
 		c.steer(ctx, v.Nodes, plan.Next)
 	}
-	c.mu.Lock()
-	c.lastPass[pool.Name] = now
-	c.mu.Unlock()
 	cmd := plan.Command
 	c.mu.Lock()
+	c.lastPass[pool.Name] = now
 	if cmd == nil && seen.seq != 0 {
-		c.quiet[pool.Name] = seen.quietUntil(plan)
+		c.quiet[pool.Name] = seen.quietUntil(plan, c.opts.ValidationDelay)
 	} else {
 		delete(c.quiet, pool.Name)
 	}
 	c.mu.Unlock()
+	if moved != "" {
+		c.drop(pool.Name, moved)
+	}
 	switch {
+	case confirmed:
 	case cmd == nil:
-		c.drop(pool.Name, "a second look found nothing to consolidate")
 		return c.opts.PassInterval, nil
-	case pending == nil || pending.key != cmd.Key():
-		if pending != nil {
-			c.drop(pool.Name, "the cluster moved: a second look decided "+cmd.String())
-		}
+	default:
 		c.mu.Lock()
 		c.pending[pool.Name] = &decision{cmd: cmd, key: cmd.Key(), at: now}
 		c.mu.Unlock()
@@ -113,7 +109,44 @@ func (c *Controller) consolidate(ctx context.Context, pool *v1alpha1.NodePool, v
 		return c.opts.PassInterval, err
 	}
 	c.opts.Metrics.consolidation(pool.Name, string(cmd.Kind), "acted")
+	// The next round's first look comes as soon as this round is over
+	// (consolidationOff stops passes until then), not a pass interval
+	// after this one.
+	c.mu.Lock()
+	delete(c.lastPass, pool.Name)
+	c.mu.Unlock()
 	return launchingRecheck, nil
+}
+
+// look decides the pool's pass. A second look (a decision pending) decides
+// at the time it runs, and confirms the decision when it makes it again.
+// Otherwise the pass is a first look: a command it makes is carried out
+// only if the second look, validationDelay later, makes it again, so it
+// counts as candidates the nodes whose consolidateAfter will have run out
+// by then, and a round need not wait out consolidateAfter and then the
+// validation delay one after the other. A second look that does not
+// confirm says why (moved) and looks again as a first look.
+func (c *Controller) look(in consolidation.Input, pending *decision) (plan *consolidation.Plan, confirmed bool, moved string) {
+	if pending != nil {
+		plan = c.decide(in)
+		if cmd := plan.Command; cmd == nil {
+			moved = "a second look found nothing to consolidate"
+		} else if cmd.Key() != pending.key {
+			moved = "the cluster moved: a second look decided " + cmd.String()
+		} else {
+			return plan, true, ""
+		}
+	}
+	in.QualifyBy = in.Now.Add(c.opts.ValidationDelay)
+	return c.decide(in), false, moved
+}
+
+// decide runs one consolidation pass, timed.
+func (c *Controller) decide(in consolidation.Input) *consolidation.Plan {
+	start := c.clock.Now()
+	plan := consolidation.Decide(in)
+	c.opts.Metrics.pass(c.clock.Since(start))
+	return plan
 }
 
 // consolidationOff says why the pool is not consolidated now, "" when it
@@ -301,12 +334,21 @@ func (c *Controller) seen(pool *v1alpha1.NodePool, allowed map[v1alpha1.Disrupti
 
 // quietUntil is the pass's inputs, trusted until the first of its blockers
 // lapses by itself (a node's consolidateAfter, a do-not-disrupt's end) or
-// quietRecheck.
-func (in passInputs) quietUntil(plan *consolidation.Plan) quietPass {
+// quietRecheck. The passes the quiet pass stands in for are first looks,
+// which count a node as a candidate lookAhead before its consolidateAfter
+// runs out (Input.QualifyBy): for them that blocker lapses lookAhead
+// early. A pass that looked ahead itself is no exception: it judged each
+// node's consolidateAfter at its own now+lookAhead, and a later first look
+// judges it later.
+func (in passInputs) quietUntil(plan *consolidation.Plan, lookAhead time.Duration) quietPass {
 	until := in.now.Add(quietRecheck)
 	for _, b := range plan.Blocked {
-		if !b.Until.IsZero() && b.Until.Before(until) {
-			until = b.Until
+		lapse := b.Until
+		if b.Reason == consolidation.BlockedRecent {
+			lapse = lapse.Add(-lookAhead)
+		}
+		if !b.Until.IsZero() && lapse.Before(until) {
+			until = lapse
 		}
 	}
 	return quietPass{passInputs: in, until: until}

@@ -12,7 +12,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/controller"
@@ -203,4 +205,153 @@ func TestConsolidationMovesEachPodOnce(t *testing.T) {
 		}
 		return !slices.ContainsFunc(last.Spec.Taints, func(tt corev1.Taint) bool { return nodepool.SteerTaint.MatchTaint(&tt) }), nil
 	})
+}
+
+// A node whose consolidateAfter (30 s) is running is validated meanwhile:
+// the first look, a validation delay (20 s) before it qualifies, counts it,
+// so it is marked about 30 s after its last pod left, never before, and not
+// 30 s plus the validation delay after (50-60 s with passes every 10 s).
+func TestConsolidationValidatesWhileConsolidateAfterRuns(t *testing.T) {
+	const after, validation = 30 * time.Second, 20 * time.Second
+	s := newScene(t, 2, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.ConsolidateAfter = after.String()
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "100%"}}
+	})
+	nodes := s.waitNodes(t, 2, time.Minute)
+	busy, leaving := nodes[0], nodes[1]
+	s.workload(t, 1, "0", fixture.NodeSelector(map[string]string{corev1.LabelHostname: busy}))
+	// A pod no controller would recreate keeps the other node until it goes.
+	s.env.Create(t, fixture.Pod(s.env.Namespace, "bare", fixture.OnNode(leaving)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	times := s.watchRounds(ctx, t)
+	s.startWith(t, func(o *controller.Options) { o.ConsolidationValidationDelay = validation })
+	// Its caches synced, the controller sees the pod leave.
+	s.env.WaitFor(t, time.Minute, "the controller's status of the pool", func(ctx context.Context) (bool, error) {
+		p := &v1alpha1.NodePool{}
+		err := s.kube.Get(ctx, client.ObjectKey{Name: s.name}, p)
+		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.Nodes == 2, err
+	})
+	left := time.Now()
+	if err := s.env.Client.CoreV1().Pods(s.env.Namespace).Delete(ctx, "bare", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	if kept := s.waitNodes(t, 1, 2*time.Minute); kept[0] != busy {
+		t.Fatalf("pool kept %s, want the busy node %s", kept[0], busy)
+	}
+	marked, ok := times.markedAt(leaving)
+	if !ok {
+		t.Fatalf("node %s went without being seen marked", leaving)
+	}
+	took := marked.Sub(left)
+	t.Logf("node marked %s after its pod left (consolidateAfter %s, validation delay %s)", took.Round(100*time.Millisecond), after, validation)
+	if took < after {
+		t.Fatalf("node marked %s after its pod left, before its consolidateAfter of %s ran out", took, after)
+	}
+	if limit := after + 15*time.Second; took > limit {
+		t.Fatalf("node marked %s after its pod left; want at most %s: the validation delay runs while consolidateAfter does", took, limit)
+	}
+}
+
+// Rounds follow each other: with the budget at one node, four empty nodes
+// go one at a time, and each round's node is marked within the validation
+// delay (3 s) and 3 s more of the last round's node going, not a pass
+// interval after the last round began.
+func TestConsolidationRoundsFollowEachOther(t *testing.T) {
+	const validation = 3 * time.Second
+	s := newScene(t, 5, nil)
+	nodes := s.waitNodes(t, 5, time.Minute)
+	s.workload(t, 1, "0", fixture.NodeSelector(map[string]string{corev1.LabelHostname: nodes[0]}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	times := s.watchRounds(ctx, t)
+	s.startWith(t, func(o *controller.Options) { o.ConsolidationValidationDelay = validation })
+	s.edit(t, func(p *v1alpha1.NodePool) {
+		p.Spec.Disruption.ConsolidateAfter = "2s"
+		p.Spec.Disruption.Budgets = []v1alpha1.Budget{{Nodes: "1"}}
+	})
+	if left := s.waitNodes(t, 1, 3*time.Minute); left[0] != nodes[0] {
+		t.Fatalf("pool kept %s, want the busy node %s", left[0], nodes[0])
+	}
+	rounds := times.rounds(nodes[1:])
+	if len(rounds) != 4 {
+		t.Fatalf("saw %d rounds (%v), want 4", len(rounds), rounds)
+	}
+	for i := 1; i < len(rounds); i++ {
+		prev, next := rounds[i-1], rounds[i]
+		gap := next.marked.Sub(prev.gone)
+		t.Logf("round %d: %s marked %s after %s went", i+1, next.node, gap.Round(100*time.Millisecond), prev.node)
+		if gap < 0 {
+			t.Errorf("%s was marked before %s went; the budget allows one node at a time", next.node, prev.node)
+		}
+		if limit := validation + 3*time.Second; gap > limit {
+			t.Errorf("%s was marked %s after %s went; want at most %s (the validation delay and 3 s)", next.node, gap, prev.node, limit)
+		}
+	}
+}
+
+// round is one node consolidation took: when it was first seen marked,
+// and when it was gone.
+type round struct {
+	node         string
+	marked, gone time.Time
+}
+
+// roundTimes notes, from a watch of the pool's nodes, when each was first
+// seen marked for a disruption and when it was deleted.
+type roundTimes struct {
+	mu           sync.Mutex
+	marked, gone map[string]time.Time
+}
+
+// watchRounds watches the pool's nodes until ctx ends.
+func (s *scene) watchRounds(ctx context.Context, t *testing.T) *roundTimes {
+	t.Helper()
+	r := &roundTimes{marked: map[string]time.Time{}, gone: map[string]time.Time{}}
+	w, err := s.env.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(s.selector).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			r.mu.Lock()
+			if _, marked := n.Annotations[contract.AnnotationDisruption]; marked && r.marked[n.Name].IsZero() {
+				r.marked[n.Name] = now
+			}
+			if ev.Type == watch.Deleted {
+				r.gone[n.Name] = now
+			}
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+func (r *roundTimes) markedAt(node string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.marked[node]
+	return t, ok
+}
+
+// rounds are the nodes' rounds, in the order they were marked; a node not
+// seen both marked and gone is left out.
+func (r *roundTimes) rounds(nodes []string) []round {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []round
+	for _, n := range nodes {
+		m, g := r.marked[n], r.gone[n]
+		if !m.IsZero() && !g.IsZero() {
+			out = append(out, round{node: n, marked: m, gone: g})
+		}
+	}
+	slices.SortFunc(out, func(a, b round) int { return a.marked.Compare(b.marked) })
+	return out
 }
