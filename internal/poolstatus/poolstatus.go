@@ -77,7 +77,13 @@ func Of(chosen []*v1alpha1.NodePool, nodes []corev1.Node, all []v1alpha1.NodePoo
 func Summarize(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) Pool {
 	// The controller's own view of the pool: what it says the budgets
 	// allow is what the controller would spend.
-	v := disruption.Observe(pool, members, now)
+	return FromView(disruption.Observe(pool, members, now), now)
+}
+
+// FromView is the pool's status from its view (disruption.Observe) at now,
+// for a caller that also reads the view's candidates.
+func FromView(v *disruption.View, now time.Time) Pool {
+	pool, members := v.Pool, v.Nodes
 	s := Pool{
 		Name:       pool.Name,
 		Nodes:      len(members),
