@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/sluice-dev/sluice/internal/budget"
 	mcontroller "github.com/sluice-dev/sluice/internal/controller/maintenance"
 	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
-	"github.com/sluice-dev/sluice/internal/budget"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/poolstatus"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
