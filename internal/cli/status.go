@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,6 +36,7 @@ type statusReport struct {
 func newStatusCommand() *cobra.Command {
 	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
 	var output string
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "status [POOL...]",
 		Short: "Show each NodePool's nodes, what has drifted or expired, and what its budgets allow now",
@@ -44,10 +46,17 @@ template, expired or expiring within 24h; its provider; whether it is paused or 
 and, per disruption reason, how many more nodes the budgets allow now, which budget binds, and
 when a scheduled budget next opens or closes. It needs no controller running.
 
+-w (--watch) then keeps watching (informers: one list and one watch of nodes and NodePools, no
+polling) and prints one line per change of a pool: its counts, readiness, or what its budgets
+allow; with -o json, one JSON object per line. A lost connection is said on a line of its own, and
+no change is printed until it is back. It runs until interrupted.
+
 Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 		Example: `  sluice status
   sluice status spot gpu
-  sluice status -o json`,
+  sluice status -o json
+  sluice status -w
+  sluice status -w -o json spot`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := parseOutput(output)
 			if err != nil {
@@ -57,10 +66,17 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 			if err != nil {
 				return err
 			}
+			if watch {
+				if format == outputYAML {
+					return errors.New("-w prints one JSON object per line: use -o json (or text)")
+				}
+				return runStatusWatch(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args, format, clock.RealClock{})
+			}
 			return runStatus(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args, format, clock.RealClock{}.Now())
 		},
 	}
 	client.AddFlags(cmd.Flags())
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the status, print one line per change of a pool until interrupted")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
 	return cmd
 }

@@ -41,6 +41,9 @@ type Pool struct {
 	Budgets []disruption.BudgetFacts `json:"budgets"`
 	// NextBudgetChange is when a scheduled budget next opens or closes.
 	NextBudgetChange *time.Time `json:"nextBudgetChange,omitempty"`
+	// NextChange is how long until the summary changes by itself (a node
+	// expires, a budget window opens or closes); zero when nothing will.
+	NextChange time.Duration `json:"-"`
 }
 
 // Provider is the pool's provider and what the controller last said of it.
@@ -93,6 +96,7 @@ func FromView(v *disruption.View, now time.Time) Pool {
 		Paused:     disruption.PoolPaused(pool),
 		Provider:   ProviderOf(pool),
 		Budgets:    []disruption.BudgetFacts{},
+		NextChange: v.NextChange,
 	}
 	for _, n := range members {
 		if ExpiringSoon(n, pool, now) {
