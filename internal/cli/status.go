@@ -62,15 +62,19 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 			if err != nil {
 				return err
 			}
-			kc, dyn, err := poolClients(cmd.Context(), client)
-			if err != nil {
-				return err
-			}
 			if watch {
 				if format == outputYAML {
 					return errors.New("-w prints one JSON object per line: use -o json (or text)")
 				}
+				kc, dyn, _, err := watchClients(cmd.Context(), client)
+				if err != nil {
+					return err
+				}
 				return runStatusWatch(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args, format, clock.RealClock{})
+			}
+			kc, dyn, err := poolClients(cmd.Context(), client)
+			if err != nil {
+				return err
 			}
 			return runStatus(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args, format, clock.RealClock{}.Now())
 		},
