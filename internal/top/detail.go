@@ -100,4 +100,3 @@ func evictionOf(e *corev1.Event) string {
 	}
 	return ""
 }
-
