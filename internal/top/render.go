@@ -65,9 +65,6 @@ func Lines(sc Screen, width int, filter string) []Line {
 	for _, p := range sc.Pools {
 		out = append(out, poolLines(p, sc.Now, width, filter, stale)...)
 	}
-	if sc.Unpooled > 0 {
-		add(KindDim, "", "%d node(s) in no pool: default maintenance actions only", sc.Unpooled)
-	}
 	if width < NarrowWidth {
 		return out
 	}
@@ -110,9 +107,32 @@ func poolLines(p PoolView, now time.Time, width int, filter, stale string) []Lin
 		flags += "  NOT READY (" + s.Problem.Reason + ")"
 	}
 	add(KindText, "", "")
-	add(KindTitle, "", "%sPOOL %s  %s  %d nodes, %d out of service: %s%s", stale, s.Name, prov, s.Nodes, s.Disrupting, strings.Join(counts, ", "), flags)
+	if s.Name == "" {
+		add(KindTitle, "", "%sNO POOL  %d node(s) no NodePool selects, default maintenance actions only: %s", stale, s.Nodes, strings.Join(counts, ", "))
+	} else {
+		add(KindTitle, "", "%sPOOL %s  %s  %d nodes, %d out of service: %s%s", stale, s.Name, prov, s.Nodes, s.Disrupting, strings.Join(counts, ", "), flags)
+	}
 	if width < NarrowWidth {
 		return out
+	}
+	out = append(out, budgetLines(p, now, width)...)
+	for _, m := range p.Maintenance {
+		add(KindWarn, "", "  maintenance    %s %s on %s: %s (%s) %s", m.Type, m.ID, m.Node, until(m.At, now), m.At.Local().Format(time.TimeOnly), m.Phase)
+	}
+	out = append(out, nodeLines(p, width, filter, stale)...)
+	return out
+}
+
+// budgetLines are what the pool's budgets allow per reason, how many nodes
+// each reason uses, and the next window; none for the nodes of no pool.
+func budgetLines(p PoolView, now time.Time, width int) []Line {
+	var out []Line
+	add := func(k Kind, format string, args ...any) {
+		out = append(out, Line{Text: fit(fmt.Sprintf(format, args...), width), Kind: k})
+	}
+	s := p.Status
+	if s.Name == "" {
+		return nil
 	}
 	var budgets []string
 	for _, b := range s.Budgets {
@@ -129,20 +149,23 @@ func poolLines(p PoolView, now time.Time, width int, filter, stale string) []Lin
 	if n := p.InUse["Maintenance"]; n > 0 {
 		budgets = append(budgets, fmt.Sprintf("maintenance %d in use", n))
 	}
-	add(KindText, "", "  allowed/limit  %s", strings.Join(budgets, "  "))
+	add(KindText, "  allowed/limit  %s", strings.Join(budgets, "  "))
 	for _, b := range s.Budgets {
 		if c := b.NextChange; c != nil {
 			what := "budgets change"
 			if c.Budget != "" {
 				what = "window of " + c.Budget + " " + map[bool]string{true: "opens", false: "closes"}[c.Opens]
 			}
-			add(KindDim, "", "  next window    %s (%s): %s", c.At.Local().Format("Mon 15:04"), until(c.At, now), what)
+			add(KindDim, "  next window    %s (%s): %s", c.At.Local().Format("Mon 15:04"), until(c.At, now), what)
 			break
 		}
 	}
-	for _, m := range p.Maintenance {
-		add(KindWarn, "", "  maintenance    %s %s on %s: %s (%s) %s", m.Type, m.ID, m.Node, until(m.At, now), m.At.Local().Format(time.TimeOnly), m.Phase)
-	}
+	return out
+}
+
+// nodeLines are the pool's nodes that match filter, one line each.
+func nodeLines(p PoolView, width int, filter, stale string) []Line {
+	var out []Line
 	nameW := 4
 	for _, n := range p.Nodes {
 		nameW = max(nameW, min(runewidth.StringWidth(n.Name), 40))
@@ -162,7 +185,7 @@ func poolLines(p PoolView, now time.Time, width int, filter, stale string) []Lin
 		if len(n.Marks) > 0 {
 			marks = "  [" + strings.Join(n.Marks, ", ") + "]"
 		}
-		add(k, n.Name, "  %s%-*s %-10s %s%s", stale, nameW, n.Name, n.State, n.Detail, marks)
+		out = append(out, Line{Text: fit(fmt.Sprintf("  %s%-*s %-10s %s%s", stale, nameW, n.Name, n.State, n.Detail, marks), width), Kind: k, Node: n.Name})
 	}
 	return out
 }

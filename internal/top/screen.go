@@ -50,7 +50,7 @@ type Screen struct {
 	Stale bool
 	Pools []PoolView
 	// Unpooled is how many nodes no NodePool selects (default maintenance
-	// only).
+	// only); they are the last of Pools, with no name, when there are any.
 	Unpooled int
 	// Events are sluice's last Events, newest first.
 	Events []EventRow
@@ -142,13 +142,24 @@ func Build(s Snapshot) Screen {
 		chosen[i] = &s.Pools[i]
 	}
 	members := poolctrl.MembersOfEach(chosen, s.Nodes, s.Pools)
-	pooled := 0
+	pooled := map[string]bool{}
 	in := indexOf(s)
 	for _, p := range chosen {
 		sc.Pools = append(sc.Pools, buildPool(p, members[p.Name], in, s.Now))
-		pooled += len(members[p.Name])
+		for _, n := range members[p.Name] {
+			pooled[n.Name] = true
+		}
 	}
-	sc.Unpooled = len(s.Nodes) - pooled
+	var unpooled []*corev1.Node
+	for i := range s.Nodes {
+		if !pooled[s.Nodes[i].Name] {
+			unpooled = append(unpooled, &s.Nodes[i])
+		}
+	}
+	sc.Unpooled = len(unpooled)
+	if len(unpooled) > 0 {
+		sc.Pools = append(sc.Pools, buildPool(nil, unpooled, in, s.Now))
+	}
 	sc.Events = eventRows(s.Events)
 	return sc
 }
@@ -227,9 +238,15 @@ func movable(p *corev1.Pod) bool {
 	return true
 }
 
+// buildPool is the pool's view; pool nil gathers the nodes no pool selects,
+// which have no budgets, drift or expiry (default maintenance only).
 func buildPool(pool *v1alpha1.NodePool, members []*corev1.Node, in index, now time.Time) PoolView {
-	v := disruption.Observe(pool, members, now)
-	pv := PoolView{Status: poolstatus.FromView(v, now), Counts: map[State]int{}, InUse: map[string]int{}}
+	pv := PoolView{Status: poolstatus.Pool{Nodes: len(members)}, Counts: map[State]int{}, InUse: map[string]int{}}
+	v := &disruption.View{Nodes: members}
+	if pool != nil {
+		v = disruption.Observe(pool, members, now)
+		pv.Status = poolstatus.FromView(v, now)
+	}
 	candidates := map[string]disruption.Candidate{}
 	for _, c := range v.Candidates {
 		candidates[c.Node.Name] = c
@@ -255,7 +272,10 @@ func buildPool(pool *v1alpha1.NodePool, members []*corev1.Node, in index, now ti
 // nodeRow is the node's state, the first rule of nodeStates that holds, and
 // its marks.
 func nodeRow(n *corev1.Node, pool *v1alpha1.NodePool, v *disruption.View, candidates map[string]disruption.Candidate, in index, now time.Time) NodeRow {
-	row := NodeRow{Name: n.Name, Pool: pool.Name, State: StateServing}
+	row := NodeRow{Name: n.Name, State: StateServing}
+	if pool != nil {
+		row.Pool = pool.Name
+	}
 	for _, rule := range nodeStates {
 		if state, detail, ok := rule(n, v, in, now); ok {
 			row.State, row.Detail = state, detail
@@ -287,7 +307,7 @@ func nodeRow(n *corev1.Node, pool *v1alpha1.NodePool, v *disruption.View, candid
 			row.Marks = append(row.Marks, strings.ToLower(string(c.Reason)))
 		}
 	}
-	if poolstatus.ExpiringSoon(n, pool, now) {
+	if pool != nil && poolstatus.ExpiringSoon(n, pool, now) {
 		at, _, _ := disruption.Expiry(n, pool.DisruptionSpec(), now)
 		row.Marks = append(row.Marks, "expires in "+countdown(at.Sub(now)))
 	}

@@ -90,8 +90,8 @@ func fleet() Snapshot {
 
 func TestBuildNamesEachNodesState(t *testing.T) {
 	sc := Build(fleet())
-	if len(sc.Pools) != 1 || sc.Unpooled != 1 {
-		t.Fatalf("pools %d, unpooled %d; want 1 and 1", len(sc.Pools), sc.Unpooled)
+	if len(sc.Pools) != 2 || sc.Unpooled != 1 || sc.Pools[1].Status.Name != "" || sc.Pools[1].Nodes[0].Name != "lonely" {
+		t.Fatalf("pools %d, unpooled %d; want batch, and lonely in no pool", len(sc.Pools), sc.Unpooled)
 	}
 	p := sc.Pools[0]
 	rows := map[string]NodeRow{}
@@ -187,7 +187,7 @@ func TestLinesFitTheWidthAndFilter(t *testing.T) {
 		"maintenance    Preempt ev-1 on batch-spot: in 1:30",
 		"batch-blocked  blocked    1 pod(s) cannot leave: shop/db-0: PDBBlocked: PDB shop/db",
 		"LAST EVENTS",
-		"1 node(s) in no pool",
+		"NO POOL  1 node(s) no NodePool selects, default maintenance actions only: serving 1",
 	} {
 		if !strings.Contains(wide, want) {
 			t.Errorf("160 columns lack %q:\n%s", want, wide)
