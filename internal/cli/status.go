@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/poolstatus"
+	"github.com/sluice-dev/sluice/internal/top"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
@@ -66,11 +67,12 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 				if format == outputYAML {
 					return errors.New("-w prints one JSON object per line: use -o json (or text)")
 				}
-				kc, dyn, _, err := watchClients(cmd.Context(), client)
+				link := top.NewLink(clock.RealClock{})
+				kc, dyn, _, err := watchClients(cmd.Context(), client, link)
 				if err != nil {
 					return err
 				}
-				return runStatusWatch(cmd.Context(), cmd.OutOrStdout(), kc, dyn, args, format, clock.RealClock{})
+				return runStatusWatch(cmd.Context(), cmd.OutOrStdout(), kc, dyn, link, args, format, clock.RealClock{})
 			}
 			kc, dyn, err := poolClients(cmd.Context(), client)
 			if err != nil {

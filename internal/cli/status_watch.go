@@ -58,10 +58,10 @@ const (
 // status, until ctx ends. The pools come from watches (informers); it reads
 // their caches again when they deliver a change, or when a pool's status
 // changes by itself (a budget window, an expiry), and makes no other call.
-func runStatusWatch(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, names []string, format outputFormat, clk clock.WithTicker) error {
+func runStatusWatch(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, link *top.Link, names []string, format outputFormat, clk clock.WithTicker) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := top.NewWatch(kc, dyn, clk, top.Watched{})
+	w := top.NewWatch(kc, dyn, clk, top.Watched{}, link)
 	w.Start(ctx)
 	syncCtx, syncCancel := context.WithTimeout(ctx, syncTimeout)
 	err := w.WaitForSync(syncCtx)

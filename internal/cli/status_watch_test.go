@@ -58,7 +58,7 @@ func TestStatusWatchPrintsALinePerChange(t *testing.T) {
 	defer cancel()
 	var out syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- runStatusWatch(ctx, &out, kc, dyn, []string{"spot"}, outputText, clk) }()
+	go func() { done <- runStatusWatch(ctx, &out, kc, dyn, nil, []string{"spot"}, outputText, clk) }()
 	waitFor(t, &out, "CHANGE")
 	if !strings.Contains(out.String(), "NAME  PROVIDER") || strings.Contains(out.String(), "gpu") {
 		t.Fatalf("status -w spot did not start with spot's status only:\n%s", out.String())
@@ -92,7 +92,7 @@ func TestStatusWatchJSONIsOneObjectPerLine(t *testing.T) {
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- runStatusWatch(ctx, &out, kc, dyn, nil, outputJSON, clocktesting.NewFakeClock(now))
+		done <- runStatusWatch(ctx, &out, kc, dyn, nil, nil, outputJSON, clocktesting.NewFakeClock(now))
 	}()
 	waitFor(t, &out, `"pool":"spot"`)
 	if err := kc.CoreV1().Nodes().Delete(ctx, "gpu-2", metav1.DeleteOptions{}); err != nil {
@@ -119,7 +119,7 @@ func TestStatusWatchJSONIsOneObjectPerLine(t *testing.T) {
 
 func TestStatusWatchRefusesAPoolThatDoesNotExist(t *testing.T) {
 	kc, dyn := cluster(t)
-	err := runStatusWatch(context.Background(), &bytes.Buffer{}, kc, dyn, []string{"nope"}, outputText, clocktesting.NewFakeClock(now))
+	err := runStatusWatch(context.Background(), &bytes.Buffer{}, kc, dyn, nil, []string{"nope"}, outputText, clocktesting.NewFakeClock(now))
 	if err == nil || !strings.Contains(err.Error(), "node pool nope not found") {
 		t.Fatalf("err %v", err)
 	}

@@ -52,11 +52,12 @@ Exit status: 0 when quit, 1 an error (such as stdout not being a terminal).`,
 			if !isTerminal(out) {
 				return errNotATerminal
 			}
-			kc, dyn, cfg, err := watchClients(cmd.Context(), client)
+			link := top.NewLink(clock.RealClock{})
+			kc, dyn, cfg, err := watchClients(cmd.Context(), client, link)
 			if err != nil {
 				return err
 			}
-			return runTop(cmd.Context(), cmd.InOrStdin(), out, kc, dyn, cfg.Host, clock.RealClock{})
+			return runTop(cmd.Context(), cmd.InOrStdin(), out, kc, dyn, link, cfg.Host, clock.RealClock{})
 		},
 	}
 	client.AddFlags(cmd.Flags())
@@ -64,14 +65,14 @@ Exit status: 0 when quit, 1 an error (such as stdout not being a terminal).`,
 }
 
 // runTop runs the full screen until q (or ctx ends).
-func runTop(ctx context.Context, in io.Reader, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, title string, clk clock.PassiveClock) error {
+func runTop(ctx context.Context, in io.Reader, out io.Writer, kc kubernetes.Interface, dyn dynamic.Interface, link *top.Link, title string, clk clock.PassiveClock) error {
 	// The client's own log lines (a reflector's failed watch) would tear
 	// the screen; the banner says what they would.
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := top.NewWatch(kc, dyn, clk, top.Watched{Pods: true, Events: true})
+	w := top.NewWatch(kc, dyn, clk, top.Watched{Pods: true, Events: true}, link)
 	w.Start(ctx)
 	syncCtx, syncCancel := context.WithTimeout(ctx, syncTimeout)
 	err := w.WaitForSync(syncCtx)
@@ -116,14 +117,16 @@ func explainFromSnapshot(s top.Snapshot, name string) string {
 
 // watchClients are the clients of a command that watches: the first
 // contact bounded as any command's, the watches unbounded (a bound would
-// cut each watch, and the view would flap between lost and live).
-func watchClients(ctx context.Context, flags kube.ClientFlags) (kubernetes.Interface, dynamic.Interface, *rest.Config, error) {
+// cut each watch, and the view would flap between lost and live), and
+// every request reported to link.
+func watchClients(ctx context.Context, flags kube.ClientFlags, link *top.Link) (kubernetes.Interface, dynamic.Interface, *rest.Config, error) {
 	_, cfg, err := flags.Client(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = 0
+	cfg.Wrap(link.Wrap)
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("building a client: %w", err)

@@ -48,13 +48,13 @@ type Watch struct {
 	informer map[string]cache.SharedIndexInformer
 	changed  chan struct{}
 
+	// link is the connection as the informers' requests find it.
+	link *Link
+
 	mu sync.Mutex
-	// lostSince is when a watch last failed to reach the API server; nil
-	// while live. lostRV is each informer's resource version then: a new
-	// one says the watch listed again.
-	lostSince *time.Time
-	lostErr   string
-	lostRV    map[string]string
+	// lostRV is each informer's resource version when the link was lost: a
+	// new one says a watch listed again.
+	lostRV map[string]string
 	// hidden is, per resource, why it cannot be seen.
 	hidden map[string]string
 	// noPools: the NodePool CRD is not served.
@@ -77,8 +77,13 @@ var consequence = map[string]string{
 	resEvents: "drains' starts, blockers and the last Events are hidden",
 }
 
-// NewWatch prepares the informers; Start runs them.
-func NewWatch(kc kubernetes.Interface, dyn dynamic.Interface, clk clock.PassiveClock, what Watched) *Watch {
+// NewWatch prepares the informers; Start runs them. link is the link the
+// clients' transport reports to (Link.Wrap); nil makes one that only the
+// watches' errors move.
+func NewWatch(kc kubernetes.Interface, dyn dynamic.Interface, clk clock.PassiveClock, what Watched, link *Link) *Watch {
+	if link == nil {
+		link = NewLink(clk)
+	}
 	strip := informers.WithTransform(stripManagedFields)
 	w := &Watch{
 		clk:      clk,
@@ -87,7 +92,9 @@ func NewWatch(kc kubernetes.Interface, dyn dynamic.Interface, clk clock.PassiveC
 		informer: map[string]cache.SharedIndexInformer{},
 		changed:  make(chan struct{}, 1),
 		hidden:   map[string]string{},
+		link:     link,
 	}
+	link.notify(w.notify)
 	w.informer[resNodes] = w.core.Core().V1().Nodes().Informer()
 	w.informer[resPools] = w.dyn.ForResource(v1alpha1.NodePoolResource).Informer()
 	if what.Pods {
@@ -125,10 +132,8 @@ func (w *Watch) WaitForSync(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if w.lostErr != "" {
-				return fmt.Errorf("reaching the API server: %s", w.lostErr)
+			if _, lostErr := w.link.State(); lostErr != "" {
+				return fmt.Errorf("reaching the API server: %s", lostErr)
 			}
 			return fmt.Errorf("waiting for the first list of nodes and NodePools: %w", ctx.Err())
 		case <-tick.C:
@@ -162,8 +167,8 @@ func (w *Watch) notify() {
 // delivered notes that a watch delivered an object: the connection is live,
 // and the resource can be seen.
 func (w *Watch) delivered(name string) {
+	w.link.answered()
 	w.mu.Lock()
-	w.lostSince, w.lostErr, w.lostRV = nil, "", nil
 	delete(w.hidden, name)
 	if name == resPools {
 		w.noPools = false
@@ -186,14 +191,7 @@ func (w *Watch) watchError(name string, err error) {
 	case name == resPools && (apierrors.IsNotFound(err) || meta.IsNoMatchError(err)):
 		w.noPools = true
 	default:
-		if w.lostSince == nil {
-			at := w.clk.Now()
-			w.lostSince, w.lostRV = &at, map[string]string{}
-			for n, inf := range w.informer {
-				w.lostRV[n] = inf.LastSyncResourceVersion()
-			}
-		}
-		w.lostErr = err.Error()
+		go w.link.failed(err)
 	}
 	go w.notify()
 }
@@ -201,20 +199,26 @@ func (w *Watch) watchError(name string, err error) {
 // Snapshot copies what the caches hold now.
 func (w *Watch) Snapshot() Snapshot {
 	s := Snapshot{Now: w.clk.Now()}
+	s.LostSince, s.LostError = w.link.State()
 	w.mu.Lock()
-	if w.lostSince != nil {
+	switch {
+	case s.LostSince == nil:
+		w.lostRV = nil
+	case w.lostRV == nil:
+		w.lostRV = map[string]string{}
+		for n, inf := range w.informer {
+			w.lostRV[n] = inf.LastSyncResourceVersion()
+		}
+	default:
 		// A watch that listed again since the loss is back, even when no
 		// object changed meanwhile (so none was delivered).
 		for n, inf := range w.informer {
 			if rv := inf.LastSyncResourceVersion(); rv != "" && rv != w.lostRV[n] {
-				w.lostSince, w.lostErr, w.lostRV = nil, "", nil
+				w.link.answered()
+				s.LostSince, s.LostError, w.lostRV = nil, "", nil
 				break
 			}
 		}
-	}
-	if w.lostSince != nil {
-		at := *w.lostSince
-		s.LostSince, s.LostError = &at, w.lostErr
 	}
 	for _, name := range []string{resNodes, resPools, resPods, resEvents} {
 		if h, ok := w.hidden[name]; ok {

@@ -89,10 +89,10 @@ func TestTopInTmux(t *testing.T) {
 	// allows no disruption.
 	spot := busiestNode(t, kubectl("get", "pods", "-n", "shop", "-l", "app=worker", "-o", "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}"))
 	kubectl("patch", "pdb", "worker", "-n", "shop", "--type", "merge", "-p", `{"spec":{"maxUnavailable":0}}`)
-	if out, errOut, code := run(t, sluice, append([]string{"sandbox", "event", "--node", spot, "--type", "Preempt", "--in", "60s"}, common...)...); code != 0 {
+	if out, errOut, code := run(t, sluice, append([]string{"sandbox", "event", "--node", spot, "--type", "Preempt", "--in", "90s"}, common...)...); code != 0 {
 		t.Fatalf("sandbox event: exit %d\n%s%s", code, out, errOut)
 	}
-	blocked := regexp.MustCompile(regexp.QuoteMeta(spot) + `\s+blocked\s+\d+ pod\(s\) cannot leave: shop/worker-\S+: PDBBlocked: PodDisruptionBudget worker`)
+	blocked := regexp.MustCompile(regexp.QuoteMeta(spot) + `\s+blocked\s+\d+ pod\(s\) cannot leave: shop/worker-\S+: PDB\w+: PodDisruptionBudget worker`)
 	countdown := regexp.MustCompile(`Preempt \S+ on ` + regexp.QuoteMeta(spot) + `: in (\d+):(\d\d)`)
 	screen := term.waitFor("the spot node blocked by PDB worker, the Preempt counting down", time.Minute, func(s string) bool {
 		return blocked.MatchString(s) && countdown.MatchString(s)
@@ -111,7 +111,7 @@ func TestTopInTmux(t *testing.T) {
 	left := regexp.MustCompile(`Pods: (\d+) of (\d+) left`)
 	screen = term.waitFor("the node's explanation and its refused pods", 15*time.Second, func(s string) bool {
 		return strings.Contains(s, "Verdict:") && strings.Contains(s, "Maintenance:") && left.MatchString(s) &&
-			regexp.MustCompile(`shop/worker-\S+\s+refused: PDBBlocked: PodDisruptionBudget worker`).MatchString(s)
+			regexp.MustCompile(`shop/worker-\S+\s+refused: PDB\w+: PodDisruptionBudget worker`).MatchString(s)
 	})
 	before, _ := strconv.Atoi(left.FindStringSubmatch(screen)[1])
 	kubectl("patch", "pdb", "worker", "-n", "shop", "--type", "merge", "-p", `{"spec":{"maxUnavailable":1}}`)
