@@ -33,7 +33,7 @@ func fakeClients(t *testing.T) (*fake.Clientset, *dynamicfake.FakeDynamicClient)
 		t.Fatal(err)
 	}
 	pool := s.Pools[0].DeepCopy()
-	pool.TypeMeta.APIVersion, pool.TypeMeta.Kind = v1alpha1.SchemeGroupVersion.String(), "NodePool"
+	pool.APIVersion, pool.Kind = v1alpha1.SchemeGroupVersion.String(), "NodePool"
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{v1alpha1.NodePoolResource: "NodePoolList"}, pool)
 	var objs []runtime.Object

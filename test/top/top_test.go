@@ -166,7 +166,9 @@ func (p *pane) start(shell string) {
 	p.cmd("new-session", "-d", "-s", p.session, "-x", "160", "-y", "50", shell)
 }
 
-func (p *pane) keys(keys ...string) { p.cmd(append([]string{"send-keys", "-t", p.session}, keys...)...) }
+func (p *pane) keys(keys ...string) {
+	p.cmd(append([]string{"send-keys", "-t", p.session}, keys...)...)
+}
 
 func (p *pane) capture() string { return p.cmd("capture-pane", "-p", "-t", p.session) }
 
