@@ -89,9 +89,28 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		a.refresh()
 		return a, tick()
 	case tea.KeyMsg:
-		return a, a.key(msg.String())
+		return a, a.keyMsg(msg)
 	}
 	return a, nil
+}
+
+// keyMsg applies a key press. Runes typed faster than the screen reads
+// them come as one message: while a filter is typed they are its text,
+// otherwise each is a key of its own.
+func (a *App) keyMsg(msg tea.KeyMsg) tea.Cmd {
+	if msg.Type != tea.KeyRunes || msg.Paste || len(msg.Runes) < 2 {
+		return a.key(msg.String())
+	}
+	var cmds []tea.Cmd
+	for i, r := range msg.Runes {
+		if a.editing {
+			a.filter += string(msg.Runes[i:])
+			a.editFilter("")
+			break
+		}
+		cmds = append(cmds, a.key(string(r)))
+	}
+	return tea.Batch(cmds...)
 }
 
 // key applies a key as k9s does: / filter, ? help, q quit, arrows and j/k
@@ -148,6 +167,7 @@ func (a *App) editFilter(k string) {
 		if r := []rune(a.filter); len(r) > 0 {
 			a.filter = string(r[:len(r)-1])
 		}
+	case "":
 	default:
 		if r := []rune(k); len(r) == 1 {
 			a.filter += k

@@ -53,11 +53,20 @@ func TestAppKeys(t *testing.T) {
 	if !strings.Contains(view, "/spot") || !strings.Contains(view, "> batch-spot") || strings.Contains(view, "batch-serving") {
 		t.Fatalf("filter spot:\n%s", view)
 	}
+	// Typed faster than read: one message of many runes.
+	press(a, "esc", "/batch-dr")
+	a.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	if view := a.View(); !strings.Contains(view, "/batch-dr\n") || !strings.Contains(view, "> batch-draining") || strings.Contains(view, "batch-serving") {
+		t.Fatalf("a filter typed in one burst:\n%s", view)
+	}
 	press(a, "esc")
 	if !strings.Contains(a.View(), "batch-serving") {
 		t.Fatalf("esc did not clear the filter:\n%s", a.View())
 	}
-	press(a, "k", "k", "k", "k", "k", "k", "enter")
+	if !strings.Contains(a.View(), "> batch-draining") {
+		t.Fatalf("clearing the filter moved the cursor:\n%s", a.View())
+	}
+	press(a, "enter")
 	view = a.View()
 	if explained != "batch-draining" || !strings.Contains(view, "Verdict: explained") ||
 		!strings.Contains(view, "Pods: 2 of 4 left") || !strings.Contains(view, "shop/w-1") || !strings.Contains(view, "DrainStarted") {
