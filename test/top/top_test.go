@@ -97,6 +97,7 @@ func TestTopInTmux(t *testing.T) {
 	screen := term.waitFor("the spot node blocked by PDB worker, the Preempt counting down", time.Minute, func(s string) bool {
 		return blocked.MatchString(s) && countdown.MatchString(s)
 	})
+	t.Logf("the screen of a blocked drain (docs/images/top.png is drawn from it):\n%s", screen)
 	first := seconds(countdown.FindStringSubmatch(screen))
 	term.waitFor("the Preempt's countdown to tick", 10*time.Second, func(s string) bool {
 		m := countdown.FindStringSubmatch(s)
