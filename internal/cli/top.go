@@ -48,14 +48,16 @@ Exit status: 0 when quit, 1 an error (such as stdout not being a terminal).`,
   NO_COLOR=1 sluice top --kubeconfig ~/.kube/prod`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := cmd.OutOrStdout()
-			if !isTerminal(out) {
-				return errNotATerminal
-			}
+			// The connection first, as every command: a bad kubeconfig is
+			// named whether or not stdout is a terminal.
 			link := top.NewLink(clock.RealClock{})
 			kc, dyn, cfg, err := watchClients(cmd.Context(), client, link)
 			if err != nil {
 				return err
+			}
+			out := cmd.OutOrStdout()
+			if !isTerminal(out) {
+				return errNotATerminal
 			}
 			return runTop(cmd.Context(), cmd.InOrStdin(), out, kc, dyn, link, cfg.Host, clock.RealClock{})
 		},

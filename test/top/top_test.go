@@ -74,6 +74,12 @@ func TestTopInTmux(t *testing.T) {
 		return out
 	}
 
+	// Not a terminal: refused, pointing to the watch that prints lines.
+	if out, errOut, code := run(t, sluice, "top", "--kubeconfig", kubeconfig); code != 1 || !strings.Contains(errOut, "stdout is not a terminal") ||
+		!strings.Contains(errOut, "sluice status -w") {
+		t.Errorf("sluice top into a pipe: exit %d\n%s%s; want 1, pointing to sluice status -w", code, out, errOut)
+	}
+
 	term := &pane{t: t, tmux: tmux, socket: "sluice-top-" + utilrand.String(6), session: "top"}
 	t.Cleanup(term.kill)
 	term.start(fmt.Sprintf("%s top --kubeconfig %s; echo \"sluice top exited $?\"; sleep 600", sluice, kubeconfig))
