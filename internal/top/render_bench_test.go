@@ -48,4 +48,3 @@ func BenchmarkBuildAndRender(b *testing.B) {
 		_ = Lines(Build(s), 160, "")
 	}
 }
-
