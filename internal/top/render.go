@@ -30,13 +30,9 @@ type Line struct {
 	Node string
 }
 
-// Widths at which the view drops columns.
-const (
-	// WideWidth shows every column.
-	WideWidth = 100
-	// NarrowWidth shows the pools' summaries and nodes' states only.
-	NarrowWidth = 60
-)
+// NarrowWidth is the width under which the view shows the pools' summary
+// lines only.
+const NarrowWidth = 60
 
 // Lines lays the screen out at width: per pool its summary, budgets, next
 // window, maintenance and nodes (those matching filter, when it is set),
