@@ -24,16 +24,19 @@ pre{margin:0;padding:12px;font:14px/18px "DejaVu Sans Mono",monospace;color:#d4d
 </style><pre>
 HEAD
   sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' "$capture" | awk '
+    /^&lt;enter&gt;|^&lt;esc&gt;/              { print "<span class=d>" $0 "</span>"; next }
+    events                                    { print; next }
+    /^LAST EVENTS/                            { events = 1 }
     /^&gt; /                                  { print "<span class=s>" $0 "</span>"; next }
     /^sluice top|^POOL|^NO POOL|^LAST EVENTS/ { print "<span class=t>" $0 "</span>"; next }
     /^!| blocked | not-ready /               { print "<span class=a>" $0 "</span>"; next }
     / draining | replacing | booting | cordoned | deleting |^  maintenance/ { print "<span class=w>" $0 "</span>"; next }
-    /^  next window|^&lt;enter&gt;/           { print "<span class=d>" $0 "</span>"; next }
+    /^  next window/                          { print "<span class=d>" $0 "</span>"; next }
     { print }'
   echo "</pre>"
 } >"$work/top.html"
 height=$(( lines * 18 + 24 ))
 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage \
-  --user-data-dir="$work/profile" --hide-scrollbars --window-size="1340,$height" \
+  --user-data-dir="$work/profile" --hide-scrollbars --window-size="1400,$height" \
   --screenshot="$out" "file://$work/top.html" >/dev/null 2>&1
 echo "$out"
