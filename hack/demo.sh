@@ -140,4 +140,14 @@ wait_for_event "$broken" Rebooted 120
 step "# $patched's Events"; events "$patched" || true
 
 echo
+echo "# The status as a line per change (here for 5 s; it runs until interrupted)."
+step "timeout 5 $sluice status -w"
+timeout 5 $sluice status -w || true
+
+echo
 echo "The sandbox keeps running (KUBECONFIG=$KUBECONFIG); 'make demo-down' removes it."
+echo
+echo "Watch it live, in a terminal (q quits; docs/top.md):"
+echo "  KUBECONFIG=$KUBECONFIG $sluice top"
+echo "then, from another terminal, preempt a spot node and watch it drain:"
+echo "  $sluice sandbox event --node \"\$(KUBECONFIG=$KUBECONFIG $kubectl get nodes -l kubernetes.azure.com/agentpool=spot -o jsonpath='{.items[0].metadata.name}')\" --type Preempt --in 60s"

@@ -13,4 +13,8 @@ elif ! ver=$(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null); the
 elif [[ "$ver" != 5.2.* ]]; then
   echo "make test: warning: moto $ver, the tests were written against 5.2.1" >&2
 fi
+if ! command -v tmux >/dev/null 2>&1; then
+  echo "make test: tmux is missing (the test of sluice top runs it in a detached tmux session): apt-get install tmux" >&2
+  missing=1
+fi
 exit "$missing"

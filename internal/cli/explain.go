@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
 
@@ -114,29 +116,24 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 	if err != nil {
 		return err
 	}
-	in := disruption.ExplainInput{Node: node, Now: now}
 	pool, forErr := nodepool.For(node, all)
+	var members []*corev1.Node
 	if pool != nil {
 		nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return fmt.Errorf("listing nodes: %w", err)
 		}
-		in.Pool, in.Members = pool, poolctrl.Members(pool, nodes.Items, all)
-		in.ProviderReady = meta.FindStatusCondition(pool.Status.Conditions, poolctrl.ConditionProviderReady)
+		members = poolctrl.Members(pool, nodes.Items, all)
 	}
 	pods, err := kc.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
 	if err != nil {
 		return fmt.Errorf("listing the pods on node %s: %w", name, err)
 	}
+	onNode := make([]*corev1.Pod, len(pods.Items))
 	for i := range pods.Items {
-		if pods.Items[i].Spec.NodeName == name {
-			in.Pods = append(in.Pods, &pods.Items[i])
-		}
+		onNode[i] = &pods.Items[i]
 	}
-	if event, phase, ok := mcontroller.PhaseOf(node); ok {
-		in.Maintenance = &disruption.Maintenance{Event: event, Phase: string(phase)}
-	}
-	e := disruption.Explain(in)
+	e := explainNode(node, pool, forErr, members, onNode, now)
 	var consolidated *nodeConsolidation
 	switch {
 	case pool != nil && !pool.Spec.Provider.Manages():
@@ -148,12 +145,6 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 			return err
 		}
 		consolidated = consolidationOf(cl.plan(pool, all, now), name)
-	}
-	if forErr != nil {
-		// Several pools select the node, or a pool's selector cannot be
-		// read: the node follows the pool For chose, and the user should
-		// know why.
-		e.Notes = append(e.Notes, strings.Split(forErr.Error(), "\n")...)
 	}
 	var capi *clusterAPIFacts
 	if pool != nil {
@@ -169,6 +160,35 @@ func runExplain(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn
 	}
 	writeExplanation(out, e, consolidated, last, capi, now)
 	return nil
+}
+
+// explainNode is what `sluice explain node` says of the node, from what
+// was read of the cluster at one moment (the API, or a watch's cache as
+// `sluice top` has it): its pool (forErr says why that pool, when several
+// select it), the pool's members and the pods, of which those bound to the
+// node count.
+func explainNode(node *corev1.Node, pool *v1alpha1.NodePool, forErr error, members []*corev1.Node, pods []*corev1.Pod, now time.Time) disruption.Explanation {
+	in := disruption.ExplainInput{Node: node, Now: now}
+	if pool != nil {
+		in.Pool, in.Members = pool, members
+		in.ProviderReady = meta.FindStatusCondition(pool.Status.Conditions, poolctrl.ConditionProviderReady)
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == node.Name {
+			in.Pods = append(in.Pods, p)
+		}
+	}
+	if event, phase, ok := mcontroller.PhaseOf(node); ok {
+		in.Maintenance = &disruption.Maintenance{Event: event, Phase: string(phase)}
+	}
+	e := disruption.Explain(in)
+	if forErr != nil {
+		// Several pools select the node, or a pool's selector cannot be
+		// read: the node follows the pool For chose, and the user should
+		// know why.
+		e.Notes = append(e.Notes, strings.Split(forErr.Error(), "\n")...)
+	}
+	return e
 }
 
 // nodeConsolidation is what a consolidation pass over the node's pool makes

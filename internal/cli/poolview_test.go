@@ -13,6 +13,7 @@ import (
 
 	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/disruption"
+	"github.com/sluice-dev/sluice/internal/poolstatus"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 	"github.com/sluice-dev/sluice/pkg/contract"
 )
@@ -32,7 +33,7 @@ func TestStatusSpendsWhatTheControllerSpends(t *testing.T) {
 		if replacing {
 			withReplacements++
 		}
-		got := summarizePool(pool, members, at)
+		got := poolstatus.Summarize(pool, members, at)
 		want := map[v1alpha1.DisruptionReason]int32{}
 		for _, a := range poolctrl.AllowedNow(pool, members, at) {
 			want[a.Reason] = a.Nodes
@@ -72,7 +73,7 @@ func TestStatusCountsABootingReplacementAsTheControllerDoes(t *testing.T) {
 	booting := testNode("batch-new", "batch", "", at)
 	booting.Status.Conditions[0].Status = corev1.ConditionFalse
 	members = append(members, booting)
-	for _, b := range summarizePool(pool, members, at).Budgets {
+	for _, b := range poolstatus.Summarize(pool, members, at).Budgets {
 		if b.Reason == v1alpha1.ReasonDrifted && (b.Limit != 1 || b.Allowed != 0 || b.Disrupting != 1) {
 			t.Fatalf("drifted budget: limit %d, allowed %d, disrupting %d; want 1, 0, 1", b.Limit, b.Allowed, b.Disrupting)
 		}

@@ -62,7 +62,7 @@ func NewRootCommand() *cobra.Command {
 	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl sluice"}
 	}
-	root.AddCommand(newDrainCommand(), newDoctorCommand(), newStatusCommand(), newExplainCommand(), newPlanCommand(), newUpgradeCommand(), newAgentCommand(), newControllerCommand(), newVersionCommand(), newSandboxCommand(), newUninstallCommand(), newImportCommand())
+	root.AddCommand(newDrainCommand(), newDoctorCommand(), newStatusCommand(), newTopCommand(), newExplainCommand(), newPlanCommand(), newUpgradeCommand(), newAgentCommand(), newControllerCommand(), newVersionCommand(), newSandboxCommand(), newUninstallCommand(), newImportCommand())
 	return root
 }
 

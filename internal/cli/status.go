@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,65 +18,26 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	poolctrl "github.com/sluice-dev/sluice/internal/controller/nodepool"
 	"github.com/sluice-dev/sluice/internal/disruption"
 	"github.com/sluice-dev/sluice/internal/kube"
 	"github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/internal/poolstatus"
+	"github.com/sluice-dev/sluice/internal/top"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
-
-// expiringWindow is how far ahead status counts nodes about to expire.
-const expiringWindow = 24 * time.Hour
 
 // statusReport is what `sluice status -o json` prints. Its field names are
 // part of the CLI contract.
 type statusReport struct {
 	// Time is when the report was computed; every count is as of then.
-	Time  time.Time    `json:"time"`
-	Pools []poolStatus `json:"pools"`
-}
-
-// poolStatus is one NodePool, computed from its nodes.
-type poolStatus struct {
-	Name       string `json:"name"`
-	Nodes      int    `json:"nodes"`
-	Disrupting int    `json:"disrupting"`
-	// Drifted and Expired count the candidates by their reason, as the
-	// controller's status does: a node both drifted and expired is drifted.
-	Drifted      int            `json:"drifted"`
-	Expired      int            `json:"expired"`
-	ExpiringSoon int            `json:"expiringWithin24h"`
-	Provider     providerStatus `json:"provider"`
-	Paused       bool           `json:"paused"`
-	// Ready says whether the pool can be applied; Problem says why not.
-	Ready   bool              `json:"ready"`
-	Problem *nodepool.Problem `json:"problem,omitempty"`
-	// Budgets are, per disruption reason, what the budgets allow now.
-	Budgets []disruption.BudgetFacts `json:"budgets"`
-	// NextBudgetChange is when a scheduled budget next opens or closes.
-	NextBudgetChange *time.Time `json:"nextBudgetChange,omitempty"`
-}
-
-// providerStatus is the pool's provider and what the controller last said
-// of it.
-type providerStatus struct {
-	Name    v1alpha1.ProviderName `json:"name"`
-	Managed bool                  `json:"managed"`
-	// Ready is the ProviderReady condition's status: True, False, or
-	// Unknown when no controller has reported on a managed pool; empty for
-	// provider none.
-	Ready   metav1.ConditionStatus `json:"ready,omitempty"`
-	Reason  string                 `json:"reason,omitempty"`
-	Message string                 `json:"message,omitempty"`
-	// Group is the machine group the pool maps to, where the provider has
-	// one sluice can name without asking the cloud (Cluster API's
-	// MachineDeployment or MachineSet).
-	Group string `json:"group,omitempty"`
+	Time  time.Time         `json:"time"`
+	Pools []poolstatus.Pool `json:"pools"`
 }
 
 func newStatusCommand() *cobra.Command {
 	client := kube.ClientFlags{RequestTimeout: kube.DefaultRequestTimeout}
 	var output string
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "status [POOL...]",
 		Short: "Show each NodePool's nodes, what has drifted or expired, and what its budgets allow now",
@@ -86,14 +47,32 @@ template, expired or expiring within 24h; its provider; whether it is paused or 
 and, per disruption reason, how many more nodes the budgets allow now, which budget binds, and
 when a scheduled budget next opens or closes. It needs no controller running.
 
+-w (--watch) then keeps watching (informers: one list and one watch of nodes and NodePools, no
+polling) and prints one line per change of a pool: its counts, readiness, or what its budgets
+allow; with -o json, one JSON object per line. A lost connection is said on a line of its own, and
+no change is printed until it is back. It runs until interrupted.
+
 Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 		Example: `  sluice status
   sluice status spot gpu
-  sluice status -o json`,
+  sluice status -o json
+  sluice status -w
+  sluice status -w -o json spot`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := parseOutput(output)
 			if err != nil {
 				return err
+			}
+			if watch {
+				if format == outputYAML {
+					return errors.New("-w prints one JSON object per line: use -o json (or text)")
+				}
+				link := top.NewLink(clock.RealClock{})
+				kc, dyn, _, err := watchClients(cmd.Context(), client, link)
+				if err != nil {
+					return err
+				}
+				return runStatusWatch(cmd.Context(), cmd.OutOrStdout(), kc, dyn, link, args, format, clock.RealClock{})
 			}
 			kc, dyn, err := poolClients(cmd.Context(), client)
 			if err != nil {
@@ -103,6 +82,7 @@ Exit status: 0 success, 1 an error (such as a pool that does not exist).`,
 		},
 	}
 	client.AddFlags(cmd.Flags())
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the status, print one line per change of a pool until interrupted")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", outputHelp)
 	return cmd
 }
@@ -116,16 +96,13 @@ func runStatus(ctx context.Context, out io.Writer, kc kubernetes.Interface, dyn 
 	if err != nil {
 		return err
 	}
-	report := statusReport{Time: now, Pools: []poolStatus{}}
+	report := statusReport{Time: now, Pools: []poolstatus.Pool{}}
 	if len(chosen) > 0 {
 		nodes, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return fmt.Errorf("listing nodes: %w", err)
 		}
-		members := poolctrl.MembersOfEach(chosen, nodes.Items, all)
-		for _, p := range chosen {
-			report.Pools = append(report.Pools, summarizePool(p, members[p.Name], now))
-		}
+		report.Pools = poolstatus.Of(chosen, nodes.Items, all, now)
 	}
 	if format.structured() {
 		return writeStructured(out, format, report)
@@ -192,59 +169,6 @@ func choosePools(all []v1alpha1.NodePool, names []string, installed bool) ([]*v1
 	return out, nil
 }
 
-// summarizePool computes the pool's status from its member nodes at now.
-func summarizePool(pool *v1alpha1.NodePool, members []*corev1.Node, now time.Time) poolStatus {
-	// The controller's own view of the pool: what it says the budgets
-	// allow is what the controller would spend.
-	v := disruption.Observe(pool, members, now)
-	s := poolStatus{
-		Name:       pool.Name,
-		Nodes:      len(members),
-		Disrupting: v.Disrupting,
-		Drifted:    v.Drifted,
-		Expired:    v.Expired,
-		Paused:     disruption.PoolPaused(pool),
-		Provider:   providerOf(pool),
-		Budgets:    []disruption.BudgetFacts{},
-	}
-	for _, n := range members {
-		if at, expired, ok := disruption.Expiry(n, pool.DisruptionSpec(), now); ok && !expired && n.DeletionTimestamp == nil && at.Sub(now) <= expiringWindow {
-			s.ExpiringSoon++
-		}
-	}
-	s.Problem = nodepool.Validate(pool, v.Size)
-	s.Ready = s.Problem == nil
-	for _, r := range disruption.BudgetedReasons() {
-		b := v.Budget(r, now)
-		s.Budgets = append(s.Budgets, b)
-		if b.NextChange != nil && s.NextBudgetChange == nil {
-			at := b.NextChange.At
-			s.NextBudgetChange = &at
-		}
-	}
-	return s
-}
-
-func providerOf(pool *v1alpha1.NodePool) providerStatus {
-	p := providerStatus{Name: pool.Spec.Provider.NameOrNone(), Managed: pool.Spec.Provider.Manages()}
-	if c := pool.Spec.Provider.ClusterAPI; c != nil {
-		p.Group = "MachineSet " + c.Namespace + "/" + c.MachineSet
-		if c.MachineDeployment != "" {
-			p.Group = "MachineDeployment " + c.Namespace + "/" + c.MachineDeployment
-		}
-	}
-	if !p.Managed {
-		return p
-	}
-	c := meta.FindStatusCondition(pool.Status.Conditions, poolctrl.ConditionProviderReady)
-	if c == nil {
-		p.Ready, p.Reason, p.Message = metav1.ConditionUnknown, "NotReported", "no controller has reported on the pool's provider"
-		return p
-	}
-	p.Ready, p.Reason, p.Message = c.Status, c.Reason, c.Message
-	return p
-}
-
 // writeStatus prints one line per pool, like kubectl get, then each pool's
 // budgets and problems.
 // writeStatus prints the pools' table, then each pool's budgets; wide adds
@@ -290,7 +214,7 @@ func writeStatus(out io.Writer, r statusReport, wide bool) {
 
 // writeBudgets prints what the pool's budgets allow now, per reason, and
 // after their next scheduled change.
-func writeBudgets(out io.Writer, p poolStatus, now time.Time) {
+func writeBudgets(out io.Writer, p poolstatus.Pool, now time.Time) {
 	var change *disruption.BudgetChange
 	for _, b := range p.Budgets {
 		if b.Error != "" {
@@ -336,7 +260,7 @@ func opensOrCloses(opens bool) string {
 	return "closes"
 }
 
-func providerColumn(p providerStatus) string {
+func providerColumn(p poolstatus.Provider) string {
 	if !p.Managed {
 		return string(p.Name)
 	}
