@@ -203,21 +203,18 @@ func nodeReady(n *corev1.Node) bool {
 
 // outOfService is docs/pools.md's "what counts as disrupted", less the drain
 // claim (always paired with a cordon, and a cordon the auditor sees).
-func outOfService(n *corev1.Node) bool {
-	_, marked := n.Annotations[annotationRecord]
-	return n.Spec.Unschedulable || n.DeletionTimestamp != nil || marked || !nodeReady(n)
-}
+func outOfService(n *corev1.Node) bool { return whyOut(n) != "" }
 
 // fellNotReadyAfter says whether the node is out of service only for being
 // NotReady, and has been since after t (its Ready condition's last
 // transition, as the node lifecycle controller wrote it).
 func fellNotReadyAfter(n *corev1.Node, t time.Time) bool {
-	if _, marked := n.Annotations[annotationRecord]; marked || n.Spec.Unschedulable || n.DeletionTimestamp != nil || t.IsZero() {
+	if t.IsZero() || whyOut(n) != "NotReady" {
 		return false
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			return c.Status != corev1.ConditionTrue && c.LastTransitionTime.After(t)
+			return c.LastTransitionTime.After(t)
 		}
 	}
 	return false

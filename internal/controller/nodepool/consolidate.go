@@ -199,20 +199,14 @@ func (c *Controller) drop(pool, why string) {
 // of the cluster the pool's pods could move to (consolidation.Scope), and
 // the budgets of their namespaces.
 func (c *Controller) consolidationInput(ctx context.Context, pool *v1alpha1.NodePool, v *view, allowed map[v1alpha1.DisruptionReason]int, now time.Time) (consolidation.Input, error) {
-	all := v.cluster // the pass's reading of every node: the informer's own objects
-	if all == nil {
-		var nodes corev1.NodeList
-		if err := c.kube.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-			return consolidation.Input{}, fmt.Errorf("listing nodes: %w", err)
-		}
-		all = pointers(nodes.Items)
-	}
+	// v.cluster is the pass's reading of every node (the informer's own
+	// objects): Reconcile and Plan both set it.
 	in := consolidation.Input{Pool: pool, Members: v.Nodes, Now: now, LastChurn: c.opts.LastChurn, Allowed: allowed}
 	var err error
 	if c.opts.HoldsPodTerms != nil {
-		in.Nodes, in.Pods, err = consolidation.ScopeWith(v.Nodes, all, c.opts.PodsOn, c.opts.HoldsPodTerms)
+		in.Nodes, in.Pods, err = consolidation.ScopeWith(v.Nodes, v.cluster, c.opts.PodsOn, c.opts.HoldsPodTerms)
 	} else {
-		in.Nodes, in.Pods, err = consolidation.Scope(v.Nodes, all, c.opts.PodsOn)
+		in.Nodes, in.Pods, err = consolidation.Scope(v.Nodes, v.cluster, c.opts.PodsOn)
 	}
 	if err != nil {
 		return consolidation.Input{}, fmt.Errorf("listing pods: %w", err)
