@@ -156,6 +156,11 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		waitBudgetsSettled(b, clientset, ns, apps, 10*time.Minute)
 		ceilingStep := time.Since(stepStart)
 
+		// `sluice top` on this sandbox, before the controller runs: a change
+		// at a time, so each one's way to the screen is timed alone.
+		waitCalm(b, time.Minute)
+		tops := measureTop(ctx, b, sb.RESTConfig(), clientset, spreadNodes(w.names(), topChanges))
+
 		c := startControllerProcess(b, bin, sb.Kubeconfig(), "--providers", "kwok", "--profiling")
 		c.waitQueuesEmpty(b, 5*time.Minute)
 		idle := c.idle(b, 10*time.Second, idleWindow)
@@ -247,6 +252,7 @@ func BenchmarkDriftAtScale(b *testing.B) {
 			{"setup", setup, ""},
 			{"machine load (1, 5, 15 min) at the edit / at the end", loadDrift + " / " + loadEnd, ""},
 		})
+		printTop(sc, tops, nodes, pods)
 		slowestSlots(w, budget, 8, start, c)
 		if sum.Violations() > 0 || os.Getenv("SLUICE_BENCH_AUDIT") != "" {
 			fmt.Printf("\nauditor:\n%s\n", sum)

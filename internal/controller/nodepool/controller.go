@@ -150,6 +150,8 @@ type Controller struct {
 	wake chan event.GenericEvent
 	// orphans paces the passes that find machines nothing accounts for.
 	orphans orphanPasses
+	// checks paces the provider reads of replacements on their way.
+	checks machineChecks
 	// nodes lists the cache's nodes, its own objects, read only
 	// (SetupWithManager): a pass over a pool reads every node, and copying
 	// 5,000 of them for each of 100 pools is most of a pass's cost.

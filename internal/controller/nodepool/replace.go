@@ -333,8 +333,14 @@ func (c *Controller) served(ctx context.Context, repl *corev1.Node, rec *disrupt
 }
 
 // checkMachine gives up a replacement that failed, is gone, or has not
-// become a Ready node within the registration timeout.
+// become a Ready node within the registration timeout. It asks the
+// provider about one replacement at most once a machineRecheck, unless the
+// registration timeout has run out.
 func (c *Controller) checkMachine(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
+	timedOut := rec.LaunchedAt != nil && now.Sub(*rec.LaunchedAt) > c.opts.RegistrationTimeout
+	if !timedOut && !c.checks.due(rec.Replacement, now) {
+		return nil
+	}
 	m, gerr := c.machines.GetMachine(ctx, pool, rec.Replacement)
 	switch {
 	case provider.IsNotFound(gerr) && n.DeletionTimestamp.IsZero() && now.Sub(rec.Since) < c.opts.RegistrationTimeout:
