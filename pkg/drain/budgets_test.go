@@ -189,6 +189,61 @@ func TestDeadlineForcesHeldPodsOrStops(t *testing.T) {
 	}
 }
 
+// TestALoosenedBudgetFreesItsPodsMidDrain: a drain against a deadline holds a
+// pod whose budget can never allow an eviction, and says how to fix the
+// budget. Someone does, mid-drain: the pod is evicted as soon as the budget
+// allows it, not deleted at the deadline.
+func TestALoosenedBudgetFreesItsPodsMidDrain(t *testing.T) {
+	t.Parallel()
+	s := newScene(t, 1)
+	ns := s.env.Namespace
+	s.env.Create(t,
+		fixture.Deployment(ns, "app", 2, s.onAll, fixture.GracePeriod(3)),
+		fixture.PDB(ns, "app", "app", fixture.MaxUnavailable("0")),
+	)
+	s.env.WaitForPods(t, "app=app", 2)
+	s.env.WaitFor(t, 30*time.Second, "the budget's status", func(ctx context.Context) (bool, error) {
+		p, err := s.env.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "app", metav1.GetOptions{})
+		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.ExpectedPods == 2, nil
+	})
+	s.addSpare(t, 1)
+
+	var once sync.Once
+	held := make(chan struct{})
+	s.observe = func(p drain.Progress) {
+		if p.Kind == drain.ProgressBlocked && p.Reason == drain.ReasonPDBDeadlock && p.PDB == "app" {
+			once.Do(func() { close(held) })
+		}
+	}
+	loosened := make(chan time.Time, 1)
+	go func() {
+		select {
+		case <-held:
+		case <-time.After(30 * time.Second):
+			return
+		}
+		patch := []byte(`{"spec":{"maxUnavailable":1}}`)
+		if _, err := s.env.Client.PolicyV1().PodDisruptionBudgets(ns).Patch(context.Background(), "app", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Errorf("loosening the budget: %v", err)
+			return
+		}
+		loosened <- time.Now()
+	}()
+	deadline := time.Now().Add(75 * time.Second)
+	d := s.run(t, drain.Options{Deadline: deadline, OnDeadline: drain.OnDeadlineDelete}, s.nodes[0])
+	ended := time.Now()
+	d.node(t, 0, drain.NodeDrained)
+	d.expect(t, "app", want{outcome: drain.PodEvicted})
+	select {
+	case at := <-loosened:
+		if took := ended.Sub(at); took > 25*time.Second {
+			t.Errorf("the drain ended %s after the budget was loosened: want the pods gone within seconds of it", took.Round(time.Second))
+		}
+	default:
+		t.Fatalf("the drain never reported the pods held by PodDisruptionBudget app (PDBDeadlock)")
+	}
+}
+
 // TestAdmissionDenied: an eviction a policy refuses is reported with the
 // policy's words, ends a drain with --timeout on time, ends a drain without
 // one once the denials repeat, and is never overridden by a deadline.

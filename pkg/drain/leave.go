@@ -81,10 +81,28 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 			st.blockedSince = nil // held no more: a budget's wait counts from now
 		}
 	}
+	if budgetHold(st.class) {
+		// The budget's message says how to fix it, and someone may: look
+		// at the pod again as the budgets stand now (from the watch's
+		// cache: no request), as kubectl drain would find on its next try.
+		st.class, st.pdb, st.pdbName = st.leaving, nil, ""
+		nd.matchBudget(st, nd.budgets())
+		if st.class.verdict != hold {
+			st.blockedSince = nil // held no more: a budget's wait counts from now
+		}
+	}
 	if st.class.verdict == hold {
 		if until := st.class.until; !until.IsZero() {
 			nd.block(st, st.class.reason, st.class.message, false)
 			return step{after: min(until.Sub(nd.clock.Now()), time.Hour)}
+		}
+		if budgetHold(st.class) {
+			nd.block(st, st.class.reason, st.class.message, nd.opts.Deadline.IsZero())
+			var changed <-chan struct{}
+			if st.pdb != nil {
+				changed = nd.ledger.changes(st.pdb.UID)
+			}
+			return step{wake: changed, after: budgetRecheck}
 		}
 		nd.block(st, st.class.reason, st.class.message, nd.opts.Deadline.IsZero())
 		return step{after: time.Hour} // nothing changes until the deadline forces it
@@ -119,6 +137,17 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 		return step{asked: true}
 	}
 	return nd.refused(ctx, st, err, version, backoff)
+}
+
+// budgetRecheck is how often a pod its budgets hold for good (one that can
+// never allow an eviction, or two budgets) is looked at again, beside the
+// wake its budget's next status gives.
+const budgetRecheck = 5 * time.Second
+
+// budgetHold says whether the budgets, as they stood when the pod was
+// classified, hold it: only a change to a budget or its workload frees it.
+func budgetHold(c classification) bool {
+	return c.verdict == hold && c.until.IsZero() && (c.reason == ReasonPDBDeadlock || c.reason == ReasonMultiplePDBs)
 }
 
 // refused decides what an eviction error means for the pod.

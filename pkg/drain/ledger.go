@@ -133,6 +133,20 @@ func (l *ledger) take(pdb types.UID, pod string, now time.Time) (ok bool, versio
 	return false, e.version, e.changed
 }
 
+// changes returns a channel closed when the PDB's status next changes, or
+// the PDB is deleted.
+func (l *ledger) changes(pdb types.UID) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, seen := l.entries[pdb]
+	if !seen {
+		e = newEntry()
+		e.allowed = 1 // unseen: let the API server decide, as take does
+		l.entries[pdb] = e
+	}
+	return e.changed
+}
+
 // hadRoomSince reports whether the budget had room for one of the drain's
 // evictions at or after since: a budget that does is moving, and a pod it
 // holds is waiting its turn, not stuck.

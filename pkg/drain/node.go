@@ -48,7 +48,11 @@ type podState struct {
 	pod   *corev1.Pod
 	key   string
 	class classification
-	pdb   *policyv1.PodDisruptionBudget
+	// leaving is the classifier's verdict of a pod that must leave, kept
+	// when its budget holds it instead (class), so the hold can be looked
+	// at again when the budgets change.
+	leaving classification
+	pdb     *policyv1.PodDisruptionBudget
 
 	gone       chan struct{}
 	goneOnce   sync.Once
@@ -276,6 +280,7 @@ func (nd *nodeDrain) matchBudget(st *podState, budgets []*policyv1.PodDisruption
 	if st.class.verdict != mustLeave || nd.opts.DisableEviction || !budgetApplies(st.pod, budgets) {
 		return
 	}
+	st.leaving = st.class
 	matched := budgetsFor(st.pod, budgets)
 	switch {
 	case len(matched) > 1:

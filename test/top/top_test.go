@@ -151,6 +151,29 @@ func TestTopInTmux(t *testing.T) {
 			!strings.Contains(s, "drifted]")
 	})
 
+	// NO_COLOR on a narrow terminal: the same pools, in plain text.
+	plain := &pane{t: t, tmux: tmux, socket: term.socket, session: "plain"}
+	plain.startSized(fmt.Sprintf("NO_COLOR=1 %s top --kubeconfig %s; echo \"sluice top exited $?\"; sleep 600", sluice, kubeconfig), 72, 24)
+	plain.waitFor("the batch pool at 72 columns", time.Minute, func(s string) bool { return strings.Contains(s, "POOL batch") })
+	styled := regexp.MustCompile(`\x1b\[[0-9;]*[1-9][0-9;]*m`) // an SGR other than a reset
+	if esc := term.cmd("capture-pane", "-p", "-e", "-t", term.session); !styled.MatchString(esc) {
+		t.Errorf("the coloured screen has no colour or emphasis escapes, so the NO_COLOR check below cannot fail:\n%q", esc)
+	}
+	if esc := plain.cmd("capture-pane", "-p", "-e", "-t", plain.session); styled.MatchString(esc) {
+		t.Errorf("NO_COLOR: the screen has colour or emphasis escapes:\n%q", esc)
+	}
+	plain.keys("q")
+	plain.waitFor("the plain sluice top to quit with 0", 10*time.Second, func(s string) bool { return strings.Contains(s, "sluice top exited 0") })
+
+	// The API server goes away: the screen says so, and every row is
+	// marked as not live.
+	if out, errOut, code := run(t, sluice, append([]string{"sandbox", "down"}, common...)...); code != 0 {
+		t.Fatalf("sandbox down: exit %d\n%s%s", code, out, errOut)
+	}
+	term.waitFor("the connection lost, the rows marked stale", time.Minute, func(s string) bool {
+		return strings.Contains(s, "connection lost") && strings.Contains(s, "not live") && strings.Contains(s, "~POOL batch")
+	})
+
 	term.keys("q")
 	term.waitFor("sluice top to quit with 0", 10*time.Second, func(s string) bool { return strings.Contains(s, "sluice top exited 0") })
 }
@@ -174,8 +197,11 @@ func (p *pane) cmd(args ...string) string {
 }
 
 // start runs shell in a 160x50 session.
-func (p *pane) start(shell string) {
-	p.cmd("new-session", "-d", "-s", p.session, "-x", "160", "-y", "50", shell)
+func (p *pane) start(shell string) { p.startSized(shell, 160, 50) }
+
+// startSized runs shell in a session of width x height cells.
+func (p *pane) startSized(shell string, width, height int) {
+	p.cmd("new-session", "-d", "-s", p.session, "-x", strconv.Itoa(width), "-y", strconv.Itoa(height), shell)
 }
 
 func (p *pane) keys(keys ...string) {
