@@ -82,7 +82,9 @@ func TestTopInTmux(t *testing.T) {
 
 	term := &pane{t: t, tmux: tmux, socket: "sluice-top-" + utilrand.String(6), session: "top"}
 	t.Cleanup(term.kill)
-	term.start(fmt.Sprintf("%s top --kubeconfig %s; echo \"sluice top exited $?\"; sleep 600", sluice, kubeconfig))
+	// Colour as on a developer's terminal, whatever the test's own
+	// environment says (CI, NO_COLOR, a plain TERM turn it off).
+	term.start(fmt.Sprintf("env -u CI -u NO_COLOR TERM=xterm-256color %s top --kubeconfig %s; echo \"sluice top exited $?\"; sleep 600", sluice, kubeconfig))
 
 	// The sample's pool: 4 nodes, none out of service, 50 % = 2 allowed
 	// for drift; the nodes of the AKS pools, in no pool.
@@ -171,7 +173,7 @@ func TestTopInTmux(t *testing.T) {
 		t.Fatalf("sandbox down: exit %d\n%s%s", code, out, errOut)
 	}
 	term.waitFor("the connection lost, the rows marked stale", time.Minute, func(s string) bool {
-		return strings.Contains(s, "connection lost") && strings.Contains(s, "not live") && strings.Contains(s, "~POOL batch")
+		return strings.Contains(s, "connection lost") && strings.Contains(s, "  STALE  ") && strings.Contains(s, "~POOL batch")
 	})
 
 	term.keys("q")

@@ -64,11 +64,20 @@ func TestTheProviderIsAskedAboutAReplacementOnceARecheck(t *testing.T) {
 	if m.gets["new-a"] != 2 {
 		t.Fatalf("a recheck later: %d Gets of new-a, want 2", m.gets["new-a"])
 	}
+	// One consolidation names one replacement on several nodes: each node
+	// asks, so each sees a failure in the same pass.
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "old-2"}}
+	if err := c.checkMachine(context.Background(), pool, other, a, start.Add(machineRecheck)); err != nil {
+		t.Fatal(err)
+	}
+	if m.gets["new-a"] != 3 {
+		t.Fatalf("a second node naming new-a: %d Gets, want 3 (its own)", m.gets["new-a"])
+	}
 	// Past the registration timeout the check is the one that gives the
 	// node back: it is never put off.
 	_ = c.checkMachine(context.Background(), pool, n, a, start.Add(time.Minute+machineRecheck+time.Millisecond))
 	_ = c.checkMachine(context.Background(), pool, n, a, start.Add(time.Minute+machineRecheck+2*time.Millisecond))
-	if m.gets["new-a"] != 4 {
-		t.Fatalf("past the registration timeout: %d Gets of new-a, want 4 (every check asks)", m.gets["new-a"])
+	if m.gets["new-a"] != 5 {
+		t.Fatalf("past the registration timeout: %d Gets of new-a, want 5 (every check asks)", m.gets["new-a"])
 	}
 }

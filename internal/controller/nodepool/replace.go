@@ -338,7 +338,7 @@ func (c *Controller) served(ctx context.Context, repl *corev1.Node, rec *disrupt
 // registration timeout has run out.
 func (c *Controller) checkMachine(ctx context.Context, pool *v1alpha1.NodePool, n *corev1.Node, rec *disruption.Record, now time.Time) error {
 	timedOut := rec.LaunchedAt != nil && now.Sub(*rec.LaunchedAt) > c.opts.RegistrationTimeout
-	if !timedOut && !c.checks.due(rec.Replacement, now) {
+	if !timedOut && !c.checks.due(n.Name, rec.Replacement, now) {
 		return nil
 	}
 	m, gerr := c.machines.GetMachine(ctx, pool, rec.Replacement)
