@@ -80,7 +80,7 @@ func TestTopInTmux(t *testing.T) {
 		t.Errorf("sluice top into a pipe: exit %d\n%s%s; want 1, pointing to sluice status -w", code, out, errOut)
 	}
 
-	term := &pane{t: t, tmux: tmux, socket: "sluice-top-" + utilrand.String(6), session: "top"}
+	term := &pane{t: t, tmux: tmux, socket: "sluice-top-" + utilrand.String(6), session: "live"}
 	t.Cleanup(term.kill)
 	// Colour as on a developer's terminal, whatever the test's own
 	// environment says (CI, NO_COLOR, a plain TERM turn it off).
@@ -154,7 +154,7 @@ func TestTopInTmux(t *testing.T) {
 	})
 
 	// NO_COLOR on a narrow terminal: the same pools, in plain text.
-	plain := &pane{t: t, tmux: tmux, socket: term.socket, session: "plain"}
+	plain := &pane{t: t, tmux: tmux, socket: term.socket, session: "nocolor"}
 	plain.startSized(fmt.Sprintf("NO_COLOR=1 %s top --kubeconfig %s; echo \"sluice top exited $?\"; sleep 600", sluice, kubeconfig), 72, 24)
 	plain.waitFor("the batch pool at 72 columns", time.Minute, func(s string) bool { return strings.Contains(s, "POOL batch") })
 	styled := regexp.MustCompile(`\x1b\[[0-9;]*[1-9][0-9;]*m`) // an SGR other than a reset
@@ -180,7 +180,9 @@ func TestTopInTmux(t *testing.T) {
 	term.waitFor("sluice top to quit with 0", 10*time.Second, func(s string) bool { return strings.Contains(s, "sluice top exited 0") })
 }
 
-// pane is a detached tmux session of its own server.
+// pane is a detached tmux session of its own server. (Name sessions so
+// tmux cannot read them as a pane token: "-t top" is the top pane of the
+// current window, whichever session that is.)
 type pane struct {
 	t               *testing.T
 	tmux            string
