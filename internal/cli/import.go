@@ -431,6 +431,14 @@ func writeImportDiff(ctx context.Context, out io.Writer, cl importCluster, objec
 	if len(objects) > 0 && dyn == nil {
 		fmt.Fprintf(out, "# offline (%s): each pool is diffed against nothing\n", cl.offline)
 	}
+	var crd *crdschema.Validator
+	if len(objects) > 0 && dyn != nil {
+		v, err := nodePoolValidator()
+		if err != nil {
+			return err
+		}
+		crd = v
+	}
 	for _, o := range objects {
 		name, _ := o["metadata"].(map[string]any)["name"].(string)
 		from, label := "", "none"
@@ -448,7 +456,15 @@ func writeImportDiff(ctx context.Context, out io.Writer, cl importCluster, objec
 				from, label = string(b), "cluster"
 			}
 		}
-		to, err := yaml.Marshal(o)
+		applied := o
+		if label == "cluster" {
+			// The cluster's pool carries the defaults its CRD gave it when
+			// it was applied: compare it with the imported pool as the API
+			// server would store it, not with fields it would fill in.
+			applied = runtime.DeepCopyJSON(o)
+			crd.Default(applied)
+		}
+		to, err := yaml.Marshal(applied)
 		if err != nil {
 			return err
 		}

@@ -224,6 +224,12 @@ func TestImportAgainstTheCluster(t *testing.T) {
 		},
 		"status": map[string]any{"nodes": int64(3)},
 	}}
+	// As an API server keeps it: with its CRD's defaults.
+	crd, err := nodePoolValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd.Default(live.Object)
 	karp := objectsOf(t, importData("karpenter", "minimal.yaml"))
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
 		v1alpha1.NodePoolResource: "NodePoolList",

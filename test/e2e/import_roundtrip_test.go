@@ -100,7 +100,10 @@ func TestImportRoundTripsThroughTheAPIServer(t *testing.T) {
 		}
 	})
 
-	imported, report, code := run(t, sluice, "import", "karpenter", "--kubeconfig", kubeconfig, "--provider", "kwok")
+	// --provider none, the default: the pools keep selecting the nodes
+	// Karpenter launched (karpenter.sh/nodepool=NAME), as the migration's
+	// first step does.
+	imported, report, code := run(t, sluice, "import", "karpenter", "--kubeconfig", kubeconfig)
 	if code != 0 {
 		t.Fatalf("sluice import karpenter: exit %d\n%s", code, report)
 	}
@@ -118,13 +121,13 @@ func TestImportRoundTripsThroughTheAPIServer(t *testing.T) {
 		if err := json.Unmarshal(raw, &pool); err != nil {
 			t.Fatal(err)
 		}
-		if pool.Spec.Provider.Name != v1alpha1.ProviderKwok || pool.Spec.NodeSelector.MatchLabels["karpenter.sh/nodepool"] != n {
-			t.Errorf("NodePool %s as the API server keeps it: provider %q, selector %v; want kwok and karpenter.sh/nodepool=%s",
+		if pool.Spec.Provider.Name != v1alpha1.ProviderNone || pool.Spec.NodeSelector.MatchLabels["karpenter.sh/nodepool"] != n {
+			t.Errorf("NodePool %s as the API server keeps it: provider %q, selector %v; want none and karpenter.sh/nodepool=%s",
 				n, pool.Spec.Provider.Name, pool.Spec.NodeSelector.MatchLabels, n)
 		}
 	}
 
-	diff, errOut, code := run(t, sluice, "import", "karpenter", "--kubeconfig", kubeconfig, "--provider", "kwok", "--dry-run")
+	diff, errOut, code := run(t, sluice, "import", "karpenter", "--kubeconfig", kubeconfig, "--dry-run")
 	if code != 0 {
 		t.Fatalf("sluice import karpenter --dry-run: exit %d\n%s", code, errOut)
 	}
