@@ -180,4 +180,3 @@ func runWithInput(t *testing.T, stdin, name string, args ...string) (string, str
 	t.Fatalf("running %s %v: %v", name, args, err)
 	return "", "", 0
 }
-
