@@ -34,6 +34,12 @@ import (
 // quick run or a machine that does not hold 1,000 nodes.
 const envDriftNodes = "SLUICE_BENCH_DRIFT_NODES"
 
+// envDriftProfile names a directory: BenchmarkDriftAtScale then writes a
+// CPU profile of the controller over the drift's first two minutes, and its
+// goroutines every 10 s (where a pass waits is not CPU), and prints the
+// profile's top.
+const envDriftProfile = "SLUICE_BENCH_DRIFT_PROFILE"
+
 // BenchmarkDriftAtScale drifts one large pool on the sandbox (1,000 nodes by
 // default, SLUICE_BENCH_DRIFT_NODES) to a new image under a 10 % budget,
 // replacement first, with machines that boot in 5 s and 2 pods a node (in
@@ -178,6 +184,14 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		passSum, passCount := reconcileTime(b, c, "nodepool")
 		latBefore := apiserverLatency(b, clientset)
 		loadDrift := loadavg()
+		profiled := func() {}
+		if dir := os.Getenv(envDriftProfile); dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				b.Fatalf("%s=%s: %v", envDriftProfile, dir, err)
+			}
+			profiled = profileController(b, c, dir, "drift-cpu.pprof", 2*time.Minute)
+			go sampleGoroutines(ctx, c, dir, 10*time.Second)
+		}
 		start := time.Now()
 		patch := []byte(`{"spec":{"template":{"image":"img-2"}}}`)
 		if err := kube.Patch(ctx, pool, client.RawPatch(types.MergePatchType, patch)); err != nil {
@@ -196,6 +210,7 @@ func BenchmarkDriftAtScale(b *testing.B) {
 		}
 		wall := time.Since(start)
 		loadEnd := loadavg()
+		profiled()
 		reqs := c.requests(b).minus(reqBefore)
 		passSum2, passCount2 := reconcileTime(b, c, "nodepool")
 		lat := apiserverLatency(b, clientset).minus(latBefore)

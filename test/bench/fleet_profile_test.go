@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -82,4 +83,28 @@ func printProfileTop(file string) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "\nCPU profile %s (cumulative):\n%s\n", file, out)
+}
+
+// sampleGoroutines saves the controller's goroutines (pprof's debug=1
+// text) into dir every interval until ctx ends: where its passes wait.
+func sampleGoroutines(ctx context.Context, c *controllerProcess, dir string, interval time.Duration) {
+	url := strings.TrimSuffix(c.metrics, "/metrics") + "/debug/pprof/goroutine?debug=1"
+	client := &http.Client{Timeout: interval}
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			continue
+		}
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("drift-goroutines-%03d.txt", i)))
+		if err == nil {
+			_, _ = io.Copy(f, resp.Body)
+			_ = f.Close()
+		}
+		_ = resp.Body.Close()
+	}
 }
