@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	chart "github.com/sluice-dev/sluice/charts/sluice"
 	"github.com/sluice-dev/sluice/internal/crdschema"
 	"github.com/sluice-dev/sluice/internal/nodepool"
+	"github.com/sluice-dev/sluice/internal/testenv"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
@@ -40,21 +40,9 @@ func karpenterCRD(t *testing.T) *crdschema.Validator {
 // karpenterCRDManifest is karpenter.sh_nodepools.yaml from the pinned module.
 func karpenterCRDManifest(t *testing.T) []byte {
 	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/karpenter")
-	cmd.Dir = filepath.Join("..", "..", "hack", "tools", "karpenter")
-	out, err := cmd.Output()
-	var mod struct{ Dir, Version, Error string }
-	if jerr := json.Unmarshal(out, &mod); err != nil || jerr != nil || mod.Error != "" {
-		t.Fatalf("finding Karpenter's module (cd hack/tools/karpenter && go mod download -json sigs.k8s.io/karpenter): %v %v %s", err, jerr, mod.Error)
-	}
-	crd, err := os.ReadFile(filepath.Join(mod.Dir, "pkg", "apis", "crds", "karpenter.sh_nodepools.yaml"))
-	if err != nil {
-		t.Fatalf("reading Karpenter %s's NodePool CRD: %v", mod.Version, err)
-	}
-	return crd
+	return testenv.KarpenterNodePoolCRD(t, filepath.Join("..", ".."))
 }
 
-// sluiceCRD is sluice's own NodePool CRD, as the chart installs it.
 func sluiceCRD(t *testing.T) *crdschema.Validator {
 	t.Helper()
 	for _, crd := range chart.CRDs() {

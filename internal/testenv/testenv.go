@@ -2,11 +2,15 @@
 // Go (moto_server, Helm, promtool, krew, Chromium) is missing: under `make
 // test`, which sets RequireToolsEnv, the test fails naming the tool and how
 // to get it, so no run passes by skipping; under a bare `go test` it is
-// skipped with the same message.
+// skipped with the same message. It also finds the pinned peers' files that
+// tests read (Karpenter's CRD).
 package testenv
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -36,4 +40,24 @@ func Tool(t testing.TB, env, how string) string {
 		Missing(t, "$"+env, how)
 	}
 	return v
+}
+
+// KarpenterNodePoolCRD is Karpenter's NodePool CRD (karpenter.sh_nodepools.yaml)
+// at the version hack/tools/karpenter pins, from the Go module cache (the
+// module proxy serves it; nothing is built). root is the repository's root,
+// relative to the test's package.
+func KarpenterNodePoolCRD(t testing.TB, root string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/karpenter")
+	cmd.Dir = filepath.Join(root, "hack", "tools", "karpenter")
+	out, err := cmd.Output()
+	var mod struct{ Dir, Version, Error string }
+	if jerr := json.Unmarshal(out, &mod); err != nil || jerr != nil || mod.Error != "" {
+		t.Fatalf("finding Karpenter's module (cd hack/tools/karpenter && go mod download -json sigs.k8s.io/karpenter): %v %v %s", err, jerr, mod.Error)
+	}
+	crd, err := os.ReadFile(filepath.Join(mod.Dir, "pkg", "apis", "crds", "karpenter.sh_nodepools.yaml"))
+	if err != nil {
+		t.Fatalf("reading Karpenter %s's NodePool CRD: %v", mod.Version, err)
+	}
+	return crd
 }

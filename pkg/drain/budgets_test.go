@@ -202,10 +202,7 @@ func TestALoosenedBudgetFreesItsPodsMidDrain(t *testing.T) {
 		fixture.PDB(ns, "app", "app", fixture.MaxUnavailable("0")),
 	)
 	s.env.WaitForPods(t, "app=app", 2)
-	s.env.WaitFor(t, 30*time.Second, "the budget's status", func(ctx context.Context) (bool, error) {
-		p, err := s.env.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "app", metav1.GetOptions{})
-		return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.ExpectedPods == 2, nil
-	})
+	s.env.WaitForPDB(t, "app", 2)
 	s.addSpare(t, 1)
 
 	var once sync.Once

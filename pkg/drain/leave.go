@@ -96,16 +96,15 @@ func (nd *nodeDrain) attempt(ctx context.Context, st *podState, backoff *time.Du
 			nd.block(st, st.class.reason, st.class.message, false)
 			return step{after: min(until.Sub(nd.clock.Now()), time.Hour)}
 		}
-		if budgetHold(st.class) {
-			nd.block(st, st.class.reason, st.class.message, nd.opts.Deadline.IsZero())
-			var changed <-chan struct{}
-			if st.pdb != nil {
-				changed = nd.ledger.changes(st.pdb.UID)
-			}
-			return step{wake: changed, after: budgetRecheck}
-		}
 		nd.block(st, st.class.reason, st.class.message, nd.opts.Deadline.IsZero())
-		return step{after: time.Hour} // nothing changes until the deadline forces it
+		if !budgetHold(st.class) {
+			return step{after: time.Hour} // nothing changes until the deadline forces it
+		}
+		var changed <-chan struct{}
+		if st.pdb != nil {
+			changed = nd.ledger.changes(st.pdb.UID)
+		}
+		return step{wake: changed, after: budgetRecheck}
 	}
 	grace := nd.graceFor(st, nd.clock.Now())
 	if nd.opts.DisableEviction {

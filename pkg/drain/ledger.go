@@ -115,12 +115,7 @@ func (e *ledgerEntry) room(now time.Time) int32 {
 func (l *ledger) take(pdb types.UID, pod string, now time.Time) (ok bool, version string, changed <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, seen := l.entries[pdb]
-	if !seen {
-		e = newEntry()
-		e.allowed = 1 // unseen: let the API server decide
-		l.entries[pdb] = e
-	}
+	e := l.entry(pdb)
 	room := e.room(now) > 0
 	if room || now.Sub(e.lastTry) >= probeAfter {
 		e.asked[pod] = now
@@ -138,13 +133,18 @@ func (l *ledger) take(pdb types.UID, pod string, now time.Time) (ok bool, versio
 func (l *ledger) changes(pdb types.UID) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.entry(pdb).changed
+}
+
+// entry is the PDB's entry, made for one not seen yet; l.mu is held.
+func (l *ledger) entry(pdb types.UID) *ledgerEntry {
 	e, seen := l.entries[pdb]
 	if !seen {
 		e = newEntry()
-		e.allowed = 1 // unseen: let the API server decide, as take does
+		e.allowed = 1 // unseen: let the API server decide
 		l.entries[pdb] = e
 	}
-	return e.changed
+	return e
 }
 
 // hadRoomSince reports whether the budget had room for one of the drain's

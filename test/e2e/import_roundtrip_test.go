@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/nodepool"
 	"github.com/sluice-dev/sluice/internal/sandbox"
 	"github.com/sluice-dev/sluice/internal/sandbox/sandboxtest"
+	"github.com/sluice-dev/sluice/internal/testenv"
 	"github.com/sluice-dev/sluice/pkg/apis/v1alpha1"
 )
 
@@ -57,7 +55,7 @@ func TestImportRoundTripsThroughTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	crdFile := filepath.Join(t.TempDir(), "karpenter.sh_nodepools.yaml")
-	if err := os.WriteFile(crdFile, karpenterNodePoolCRD(t), 0o600); err != nil {
+	if err := os.WriteFile(crdFile, testenv.KarpenterNodePoolCRD(t, filepath.Join("..", "..")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, errOut, code := run(t, kubectl, "--kubeconfig", kubeconfig, "apply", "-f", crdFile); code != 0 {
@@ -107,7 +105,7 @@ func TestImportRoundTripsThroughTheAPIServer(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("sluice import karpenter: exit %d\n%s", code, report)
 	}
-	out, errOut, code := runWithInput(t, imported, kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-")
+	out, errOut, code := runWith(t, imported, kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "-")
 	if code != 0 {
 		t.Fatalf("kubectl apply of what sluice import printed: exit %d\n%s%s\nthe objects:\n%s", code, out, errOut, imported)
 	}
@@ -140,43 +138,4 @@ func TestImportRoundTripsThroughTheAPIServer(t *testing.T) {
 		return
 	}
 	t.Logf("%d Karpenter NodePools imported, applied and found unchanged: %v", len(names), names)
-}
-
-// karpenterNodePoolCRD is Karpenter v1.14.1's NodePool CRD, from the module
-// hack/tools/karpenter pins (the Go module proxy serves it; nothing is built).
-func karpenterNodePoolCRD(t *testing.T) []byte {
-	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/karpenter")
-	cmd.Dir = filepath.Join("..", "..", "hack", "tools", "karpenter")
-	out, err := cmd.Output()
-	var mod struct{ Dir, Version, Error string }
-	if jerr := json.Unmarshal(out, &mod); err != nil || jerr != nil || mod.Error != "" {
-		t.Fatalf("finding Karpenter's module (cd hack/tools/karpenter && go mod download -json sigs.k8s.io/karpenter): %v %v %s", err, jerr, mod.Error)
-	}
-	crd, err := os.ReadFile(filepath.Join(mod.Dir, "pkg", "apis", "crds", "karpenter.sh_nodepools.yaml"))
-	if err != nil {
-		t.Fatalf("reading Karpenter %s's NodePool CRD: %v", mod.Version, err)
-	}
-	return crd
-}
-
-// runWithInput is run with stdin.
-func runWithInput(t *testing.T, stdin, name string, args ...string) (string, string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, name, args...) //nolint:gosec // test binaries
-	cmd.Stdin = strings.NewReader(stdin)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-		return stdout.String(), stderr.String(), 0
-	case errors.As(err, &exitErr):
-		return stdout.String(), stderr.String(), exitErr.ExitCode()
-	}
-	t.Fatalf("running %s %v: %v", name, args, err)
-	return "", "", 0
 }

@@ -19,10 +19,17 @@ import (
 
 func run(t *testing.T, name string, args ...string) (string, string, int) {
 	t.Helper()
+	return runWith(t, "", name, args...)
+}
+
+// runWith is run with stdin.
+func runWith(t *testing.T, stdin, name string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, name, args...) //nolint:gosec // test binaries
+	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	code := 0
